@@ -1,0 +1,171 @@
+"""A small client for the Pulsar admin REST API (v2): the lookups planning needs.
+
+Every call has a bounded timeout and turns failures into errors that name the URL
+and topic. Authentication headers are kept out of every message and repr.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import requests
+
+from .topics import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class AdminError(RuntimeError):
+    """The admin API could not answer; the message says what was asked and why it failed."""
+
+
+class TopicNotFound(AdminError):
+    pass
+
+
+class PulsarAdmin:
+    def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
+                 tls_verify: bool | str = True) -> None:
+        self.base = admin_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._session = requests.Session()
+        self._session.verify = tls_verify
+        if auth_token:
+            self._session.headers["Authorization"] = f"Bearer {auth_token}"
+        self.requests_made = 0  # visible to benchmarks: idle polls must not add to it
+
+    def __repr__(self) -> str:  # never show headers (tokens)
+        return f"PulsarAdmin({self.base!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _call(self, method: str, path: str, what: str, *, json: Any = None, params: dict | None = None,
+              not_found: str | None = None) -> Any:
+        url = f"{self.base}/admin/v2/{path}"
+        self.requests_made += 1
+        try:
+            resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
+        except requests.exceptions.Timeout:
+            raise AdminError(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.") from None
+        except requests.exceptions.RequestException as e:
+            reason = type(e).__name__
+            raise AdminError(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).") from None
+        if resp.status_code == 404 and not_found is not None:
+            raise TopicNotFound(not_found)
+        if resp.status_code in (401, 403):
+            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP {resp.status_code}); set credentials with 'pulsar.admin.authParams' or 'pulsar.client.authParams'.")
+        if resp.status_code >= 400:
+            detail = resp.text.strip()[:300]
+            raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
+        if not resp.content:
+            return None
+        try:
+            return resp.json()
+        except ValueError:
+            raise AdminError(f"The Pulsar admin API at {self.base} returned non-JSON while {what}; is 'admin.url' the broker's HTTP admin address?") from None
+
+    # -- topics -----------------------------------------------------------------------------
+    def partition_count(self, topic: TopicName) -> int:
+        """Partitions of a partitioned topic; 0 for a non-partitioned topic. Raises TopicNotFound."""
+        meta = self._call("GET", f"{topic.rest_path}/partitions", f"reading the partitions of {topic}",
+                          params={"checkAllowAutoCreation": "false"})
+        count = int(meta.get("partitions", 0)) if meta else 0
+        if count == 0 and not self.topic_exists(topic):
+            raise TopicNotFound(f"Topic {topic} does not exist (neither partitioned nor non-partitioned) on {self.base}.")
+        return count
+
+    def topic_exists(self, topic: TopicName) -> bool:
+        return str(topic) in self.list_topics(topic.namespace_name)
+
+    def list_topics(self, namespace: str) -> list[str]:
+        """All persistent topics of a namespace, partitions listed individually."""
+        return list(self._call("GET", f"persistent/{namespace}", f"listing the topics of namespace {namespace}",
+                               not_found=f"Namespace {namespace} does not exist on {self.base}.") or [])
+
+    def list_partitioned_topics(self, namespace: str) -> list[str]:
+        return list(self._call("GET", f"persistent/{namespace}/partitioned", f"listing the partitioned topics of {namespace}",
+                               not_found=f"Namespace {namespace} does not exist on {self.base}.") or [])
+
+    def internal_stats(self, partition: TopicName) -> dict[str, Any]:
+        return self._call("GET", f"{partition.rest_path}/internalStats", f"reading the ledgers of {partition}",
+                          not_found=f"Topic {partition} does not exist on {self.base}.")
+
+    def partitioned_internal_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
+        """internalStats of every partition of a partitioned topic in one request."""
+        body = self._call("GET", f"{topic.rest_path}/partitioned-internalStats", f"reading the ledgers of {topic}",
+                          not_found=f"Topic {topic} does not exist on {self.base}.")
+        return dict(body.get("partitions", {}))
+
+    def stats(self, partition: TopicName) -> dict[str, Any]:
+        return self._call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}",
+                          not_found=f"Topic {partition} does not exist on {self.base}.")
+
+    def partitioned_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
+        body = self._call("GET", f"{topic.rest_path}/partitioned-stats", f"reading the stats of {topic}",
+                          params={"perPartition": "true"}, not_found=f"Topic {topic} does not exist on {self.base}.")
+        return dict(body.get("partitions", {}))
+
+    def last_message_id(self, partition: TopicName) -> dict[str, Any]:
+        return self._call("GET", f"{partition.rest_path}/lastMessageId", f"reading the last message id of {partition}",
+                          not_found=f"Topic {partition} does not exist on {self.base}.")
+
+    def message_id_by_timestamp(self, partition: TopicName, timestamp_ms: int) -> dict[str, Any]:
+        return self._call("GET", f"{partition.rest_path}/messageid/{timestamp_ms}",
+                          f"finding the first message of {partition} published at or after {timestamp_ms}",
+                          not_found=f"No message of {partition} was published at or after {timestamp_ms}.")
+
+    # -- management (tests, demos) ----------------------------------------------------------
+    def create_partitioned_topic(self, topic: TopicName, partitions: int) -> None:
+        self._call("PUT", f"{topic.rest_path}/partitions", f"creating {topic} with {partitions} partitions", json=partitions)
+
+    def update_partitions(self, topic: TopicName, partitions: int) -> None:
+        self._call("POST", f"{topic.rest_path}/partitions", f"raising {topic} to {partitions} partitions", json=partitions)
+
+    def create_topic(self, topic: TopicName) -> None:
+        self._call("PUT", topic.rest_path, f"creating {topic}")
+
+    def delete_topic(self, topic: TopicName, partitioned: bool) -> None:
+        path = f"{topic.rest_path}/partitions" if partitioned else topic.rest_path
+        self._call("DELETE", path, f"deleting {topic}", params={"force": "true"})
+
+    # -- dispatch-rate policies -------------------------------------------------------------
+    def dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict[str, Any] | None:
+        return self._call("GET", f"{topic.rest_path}/dispatchRate", f"reading the dispatch rate of {topic}",
+                          params={"applied": str(applied).lower()}, not_found=f"Topic {topic} does not exist on {self.base}.")
+
+    def subscription_dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict[str, Any] | None:
+        return self._call("GET", f"{topic.rest_path}/subscriptionDispatchRate", f"reading the subscription dispatch rate of {topic}",
+                          params={"applied": str(applied).lower()}, not_found=f"Topic {topic} does not exist on {self.base}.")
+
+    def set_dispatch_rate(self, topic: TopicName, rate: dict[str, Any]) -> None:
+        self._call("POST", f"{topic.rest_path}/dispatchRate", f"setting the dispatch rate of {topic}", json=_full_rate(rate))
+
+    def set_subscription_dispatch_rate(self, topic: TopicName, rate: dict[str, Any]) -> None:
+        self._call("POST", f"{topic.rest_path}/subscriptionDispatchRate", f"setting the subscription dispatch rate of {topic}", json=_full_rate(rate))
+
+    def remove_dispatch_rate(self, topic: TopicName) -> None:
+        self._call("DELETE", f"{topic.rest_path}/dispatchRate", f"removing the dispatch rate of {topic}")
+
+    def set_retention(self, topic: TopicName, minutes: int, size_mb: int) -> None:
+        self._call("POST", f"{topic.rest_path}/retention", f"setting the retention of {topic}",
+                   json={"retentionTimeInMinutes": minutes, "retentionSizeInMB": size_mb})
+
+    def trim_topic(self, partition: TopicName) -> None:
+        """Ask the broker to delete ledgers that retention no longer keeps (closed ledgers only)."""
+        self._call("POST", f"{partition.rest_path}/trim", f"trimming {partition}")
+
+    def unload_topic(self, topic: TopicName) -> None:
+        self._call("PUT", f"{topic.rest_path}/unload", f"unloading {topic}")
+
+
+def _full_rate(rate: dict[str, Any]) -> dict[str, Any]:
+    """The broker wants all four fields; missing ones mean 'no limit', 1 s, absolute."""
+    return {
+        "dispatchThrottlingRateInMsg": int(rate.get("dispatchThrottlingRateInMsg", -1)),
+        "dispatchThrottlingRateInByte": int(rate.get("dispatchThrottlingRateInByte", -1)),
+        "relativeToPublishRate": bool(rate.get("relativeToPublishRate", False)),
+        "ratePeriodInSecond": int(rate.get("ratePeriodInSecond", 1)),
+    }

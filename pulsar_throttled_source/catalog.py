@@ -1,0 +1,114 @@
+"""Which partitions the query reads and their ledger layouts, cached for planning.
+
+Spark polls `latestOffset` up to ~90 times a second when idle; every answer here is
+reused for `metadataRefreshIntervalMs`, so an idle poll inside that interval makes
+no admin request, and new data or partitions are seen at most that late.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .admin import PulsarAdmin, TopicNotFound
+from .layout import PartitionLayout
+from .topics import TopicName, partition_sort_key
+
+log = logging.getLogger(__name__)
+SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")
+
+
+@dataclass(frozen=True)
+class PublishStats:
+    """Publish-side counters of one partition (for precise mode and relative rates)."""
+
+    msg_in_counter: int
+    bytes_in_counter: int
+    msg_rate_in: float
+    throughput_in: float
+
+
+@dataclass(frozen=True)
+class CatalogSnapshot:
+    fetched_at: float
+    layouts: dict[str, PartitionLayout]  # partition topic name -> layout, in offset order
+    stats: dict[str, PublishStats] = field(default_factory=dict)
+    gone_topics: tuple[str, ...] = ()  # topics read before that no longer exist
+
+
+class PartitionCatalog:
+    def __init__(self, admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
+                 pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._admin = admin
+        self._topics = topics
+        self._pattern = pattern
+        self._namespace = pattern_namespace
+        self._refresh_s = refresh_ms / 1000.0
+        self._with_stats = with_stats
+        self._clock = clock
+        self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
+        self._seen: set[TopicName] = set()
+        self._snapshot: CatalogSnapshot | None = None
+
+    def snapshot(self, force: bool = False) -> CatalogSnapshot:
+        now = self._clock()
+        if not force and self._snapshot is not None and now - self._snapshot.fetched_at < self._refresh_s:
+            return self._snapshot
+        self._snapshot = self._fetch(now)
+        return self._snapshot
+
+    def _current_topics(self) -> list[TopicName]:
+        if self._pattern is None:
+            return list(self._topics)
+        assert self._namespace is not None
+        bases: dict[str, TopicName] = {}
+        for name in self._admin.list_topics(self._namespace):
+            if SYSTEM_TOPIC.search(name):
+                continue
+            topic = TopicName.parse(name).base
+            if self._pattern.fullmatch(str(topic)):
+                bases[str(topic)] = topic
+        return [bases[k] for k in sorted(bases)]
+
+    def _fetch(self, now: float) -> CatalogSnapshot:
+        layouts: dict[str, PartitionLayout] = {}
+        stats: dict[str, PublishStats] = {}
+        gone: list[str] = []
+        for topic in self._current_topics():
+            try:
+                self._fetch_topic(topic, layouts, stats)
+                self._seen.add(topic)
+            except TopicNotFound:
+                if topic in self._seen or self._pattern is not None:
+                    gone.append(str(topic))  # deleted while the query runs
+                    self._partitioned.pop(topic, None)
+                else:
+                    raise
+        ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
+        return CatalogSnapshot(now, ordered, stats, tuple(gone))
+
+    def _fetch_topic(self, topic: TopicName, layouts: dict[str, PartitionLayout], stats: dict[str, PublishStats]) -> None:
+        partitioned = self._partitioned.get(topic)
+        if partitioned is None:
+            partitioned = self._admin.partition_count(topic) > 0
+            self._partitioned[topic] = partitioned
+        if partitioned:
+            # One request for every partition's ledgers; new partitions appear here too.
+            for name, internal in self._admin.partitioned_internal_stats(topic).items():
+                layouts[name] = PartitionLayout.from_internal_stats(name, internal)
+            if self._with_stats:
+                for name, s in self._admin.partitioned_stats(topic).items():
+                    stats[name] = _publish_stats(s)
+        else:
+            layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic))
+            if self._with_stats:
+                stats[str(topic)] = _publish_stats(self._admin.stats(topic))
+
+
+def _publish_stats(s: dict) -> PublishStats:
+    return PublishStats(int(s.get("msgInCounter", 0)), int(s.get("bytesInCounter", 0)),
+                        float(s.get("msgRateIn", 0.0)), float(s.get("msgThroughputIn", 0.0)))

@@ -1,0 +1,159 @@
+"""A partition's ledger layout, from the admin API's internalStats.
+
+Counts entries and bytes between positions exactly (entry counts per ledger are
+exact; bytes use each ledger's own average entry size), and finds the position
+k entries after a start. This is what lets planning end every range on an entry
+boundary and price it before reading it.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .positions import BEFORE_EARLIEST, EntryPosition
+
+
+@dataclass(frozen=True)
+class LedgerInfo:
+    ledger_id: int
+    entries: int
+    size: int
+
+    @property
+    def avg_entry_size(self) -> float:
+        return self.size / self.entries if self.entries else 0.0
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """The entries after a start position, in order, as runs of consecutive entries per ledger."""
+
+    runs: tuple[tuple[int, int, int, float], ...]  # (ledger_id, first_entry, count, avg_entry_size)
+    _cum_entries: tuple[int, ...] = field(repr=False, default=())
+    _cum_bytes: tuple[float, ...] = field(repr=False, default=())
+
+    @classmethod
+    def of(cls, runs: list[tuple[int, int, int, float]]) -> "Backlog":
+        cum_e, cum_b, e, b = [], [], 0, 0.0
+        for _, _, count, avg in runs:
+            e += count
+            b += count * avg
+            cum_e.append(e)
+            cum_b.append(b)
+        return cls(tuple(runs), tuple(cum_e), tuple(cum_b))
+
+    @property
+    def entries(self) -> int:
+        return self._cum_entries[-1] if self._cum_entries else 0
+
+    @property
+    def bytes(self) -> float:
+        return self._cum_bytes[-1] if self._cum_bytes else 0.0
+
+    def bytes_for(self, k: int) -> float:
+        """Estimated bytes of the first k entries (exact per-ledger averages)."""
+        if k <= 0:
+            return 0.0
+        k = min(k, self.entries)
+        i = bisect.bisect_left(self._cum_entries, k)
+        before_e = self._cum_entries[i - 1] if i else 0
+        before_b = self._cum_bytes[i - 1] if i else 0.0
+        return before_b + (k - before_e) * self.runs[i][3]
+
+    def position_after(self, start: EntryPosition, k: int) -> EntryPosition:
+        """The position of the k-th entry after start (start itself for k == 0)."""
+        if k <= 0 or not self.runs:
+            return start
+        k = min(k, self.entries)
+        i = bisect.bisect_left(self._cum_entries, k)
+        before_e = self._cum_entries[i - 1] if i else 0
+        ledger, first, _, _ = self.runs[i]
+        return EntryPosition(ledger, first + (k - before_e) - 1)
+
+    def entries_per_ledger(self, k: int) -> list[tuple[int, int]]:
+        """(ledger_id, entries) for the first k entries: how a range spans ledgers."""
+        out, left = [], k
+        for ledger, _, count, _ in self.runs:
+            if left <= 0:
+                break
+            take = min(count, left)
+            out.append((ledger, take))
+            left -= take
+        return out
+
+
+EMPTY_BACKLOG = Backlog.of([])
+
+
+@dataclass(frozen=True)
+class PartitionLayout:
+    """Ledgers of one partition (oldest first) with their entry counts and sizes."""
+
+    partition: str
+    ledgers: tuple[LedgerInfo, ...]
+    entries_added: int  # entriesAddedCounter: entries ever added (publish-side)
+
+    @classmethod
+    def from_internal_stats(cls, partition: str, stats: dict[str, Any]) -> "PartitionLayout":
+        raw = stats.get("ledgers") or []
+        last_confirmed = EntryPosition.parse(str(stats.get("lastConfirmedEntry", "-1:-1")), f"internalStats of {partition}")
+        ledgers: list[LedgerInfo] = []
+        for i, item in enumerate(raw):
+            ledger_id, entries, size = int(item["ledgerId"]), int(item.get("entries", 0)), int(item.get("size", 0))
+            if i == len(raw) - 1 and entries == 0 and ledger_id == last_confirmed.ledger_id:
+                # The open ledger reports 0 in the list; its live counts are separate fields.
+                entries = int(stats.get("currentLedgerEntries", 0))
+                size = int(stats.get("currentLedgerSize", 0))
+            if entries > 0:
+                ledgers.append(LedgerInfo(ledger_id, entries, size))
+        return cls(partition, tuple(ledgers), int(stats.get("entriesAddedCounter", 0)))
+
+    @property
+    def first(self) -> EntryPosition | None:
+        """The oldest entry still stored, or None when the partition holds no entry."""
+        return EntryPosition(self.ledgers[0].ledger_id, 0) if self.ledgers else None
+
+    @property
+    def latest(self) -> EntryPosition:
+        """The newest entry stored (BEFORE_EARLIEST when none)."""
+        if not self.ledgers:
+            return BEFORE_EARLIEST
+        last = self.ledgers[-1]
+        return EntryPosition(last.ledger_id, last.entries - 1)
+
+    @property
+    def total_entries(self) -> int:
+        return sum(l.entries for l in self.ledgers)
+
+    def backlog_after(self, start: EntryPosition, until: EntryPosition | None = None) -> Backlog:
+        """Entries after `start` up to and including `until` (default: the latest)."""
+        runs: list[tuple[int, int, int, float]] = []
+        for ledger in self.ledgers:
+            if ledger.ledger_id < start.ledger_id:
+                continue
+            first = start.entry_id + 1 if ledger.ledger_id == start.ledger_id else 0
+            last = ledger.entries - 1
+            if until is not None:
+                if ledger.ledger_id > until.ledger_id:
+                    break
+                if ledger.ledger_id == until.ledger_id:
+                    last = min(last, until.entry_id)
+            if last >= first:
+                runs.append((ledger.ledger_id, first, last - first + 1, ledger.avg_entry_size))
+        return Backlog.of(runs)
+
+    def lost_range(self, start: EntryPosition) -> tuple[EntryPosition, EntryPosition] | None:
+        """(after, before) bounds of entries that followed `start` but are no longer stored.
+
+        None when nothing is known to be missing. A start inside a stored ledger, or the very
+        beginning, loses nothing; a start in a ledger older than the oldest stored one may have
+        lost the rest of that ledger and any ledgers in between.
+        """
+        first = self.first
+        if start == BEFORE_EARLIEST or first is None or start >= first:
+            return None
+        if any(l.ledger_id == start.ledger_id for l in self.ledgers):
+            return None
+        return (start, first)

@@ -1,0 +1,61 @@
+"""Entry positions and the JSON form of the source's offsets.
+
+An offset maps each partition to the position of the LAST ENTRY INCLUDED so far:
+a micro-batch covers the entries after `start` up to and including `end`. Ranges
+always end on entry boundaries, so every message of a batched entry lands in
+exactly one micro-batch. `BEFORE_EARLIEST` means nothing of the partition was read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .topics import partition_sort_key
+
+
+@dataclass(frozen=True, order=True)
+class EntryPosition:
+    """A BookKeeper entry address; ordering is Pulsar's (ledger, then entry)."""
+
+    ledger_id: int
+    entry_id: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"ledgerId": self.ledger_id, "entryId": self.entry_id}
+
+    @classmethod
+    def from_json(cls, value: Any, where: str) -> "EntryPosition":
+        if not isinstance(value, Mapping) or set(value) != {"ledgerId", "entryId"}:
+            raise ValueError(f"{where}: expected an object {{\"ledgerId\": <int>, \"entryId\": <int>}}, got {value!r}")
+        ledger, entry = value["ledgerId"], value["entryId"]
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (ledger, entry)) or ledger < -1 or entry < -1:
+            raise ValueError(f"{where}: ledgerId and entryId must be integers >= -1, got {value!r}")
+        return cls(ledger, entry)
+
+    @classmethod
+    def parse(cls, text: str, where: str) -> "EntryPosition":
+        """Parse the broker's "ledger:entry" form (internalStats lastConfirmedEntry)."""
+        try:
+            ledger, entry = text.split(":")
+            return cls(int(ledger), int(entry))
+        except ValueError:
+            raise ValueError(f"{where}: expected 'ledgerId:entryId', got {text!r}") from None
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}"
+
+
+BEFORE_EARLIEST = EntryPosition(-1, -1)
+
+
+def offsets_to_json(offsets: Mapping[str, EntryPosition]) -> dict[str, dict[str, int]]:
+    """Spark compares offsets as JSON strings: always emit partitions in one fixed order."""
+    return {p: offsets[p].to_json() for p in sorted(offsets, key=partition_sort_key)}
+
+
+def offsets_from_json(value: Any, where: str = "checkpointed offset") -> dict[str, EntryPosition]:
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected a JSON object mapping partition topics to positions, got {type(value).__name__}")
+    return {str(p): EntryPosition.from_json(v, f"{where} for partition {p}") for p, v in value.items()}

@@ -1,0 +1,254 @@
+"""Where quota buckets live, so that every process on one host charges the same buckets.
+
+A bucket is a few numbers (what was admitted in its current window). The quota engine
+reads and charges several buckets in one *transaction*; the store guarantees that no other
+process or thread interleaves with it, which is what keeps concurrent micro-batch planners
+from over-admitting (the "get remaining -> load -> deduct" race the Pulsar docs describe).
+
+Two stores:
+- ``MemoryQuotaStore``: one process, for unit tests and single-query use.
+- ``SqliteQuotaStore``: one sqlite file per host, shared by every process that opens it.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+
+@dataclass
+class BucketState:
+    """What one bucket has admitted.
+
+    ``window`` is the epoch-aligned window index (``floor(now / period)``) at which
+    ``used_msgs`` / ``used_bytes`` were last valid; the engine rolls them forward.
+    """
+
+    window: int
+    used_msgs: float
+    used_bytes: float
+
+
+class QuotaTransaction(Protocol):
+    """Reads and writes inside one atomic transaction."""
+
+    def get(self, key: str) -> BucketState | None: ...
+
+    def put(self, key: str, state: BucketState) -> None: ...
+
+
+class QuotaStore(Protocol):
+    """A place to keep buckets; ``transaction()`` is atomic against other users."""
+
+    def transaction(self) -> AbstractContextManager[QuotaTransaction]: ...
+
+
+# ---------------------------------------------------------------------------------------
+# In memory
+
+
+class _MemoryTransaction:
+    def __init__(self, rows: dict[str, tuple[BucketState, float]]) -> None:
+        self._rows = rows
+        self._staged: dict[str, BucketState] = {}
+
+    def get(self, key: str) -> BucketState | None:
+        if key in self._staged:
+            return replace(self._staged[key])
+        row = self._rows.get(key)
+        # Copies, so a caller mutating a state cannot change the store behind our back.
+        return replace(row[0]) if row else None
+
+    def put(self, key: str, state: BucketState) -> None:
+        self._staged[key] = replace(state)
+
+
+class MemoryQuotaStore:
+    """Buckets in a dict, one lock for atomicity. Thread-safe, not shared between processes."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[BucketState, float]] = {}  # key -> (state, updated_at)
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def transaction(self) -> Iterator[QuotaTransaction]:
+        with self._lock:
+            tx = _MemoryTransaction(self._rows)
+            yield tx
+            # Only reached without an exception: writes apply all together or not at all.
+            now = time.time()
+            for key, state in tx._staged.items():
+                self._rows[key] = (state, now)
+
+    def purge_older_than(self, seconds: float) -> int:
+        """Drop buckets not written for ``seconds``; returns how many were dropped."""
+        cutoff = time.time() - seconds
+        with self._lock:
+            stale = [key for key, (_, updated_at) in self._rows.items() if updated_at < cutoff]
+            for key in stale:
+                del self._rows[key]
+        return len(stale)
+
+    def keys(self) -> list[str]:
+        """All bucket keys (for tests and diagnostics)."""
+        with self._lock:
+            return sorted(self._rows)
+
+    # A lock cannot be pickled; a copy gets its own lock (and its own buckets).
+    def __getstate__(self) -> dict[str, Any]:
+        with self._lock:
+            return {"_rows": dict(self._rows)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._rows = state["_rows"]
+        self._lock = threading.Lock()
+
+
+# ---------------------------------------------------------------------------------------
+# sqlite
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS buckets (
+    key TEXT PRIMARY KEY,
+    "window" INTEGER NOT NULL,
+    used_msgs REAL NOT NULL,
+    used_bytes REAL NOT NULL,
+    updated_at REAL NOT NULL
+)
+"""
+
+
+class _SqliteTransaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def get(self, key: str) -> BucketState | None:
+        row = self._conn.execute(
+            'SELECT "window", used_msgs, used_bytes FROM buckets WHERE key = ?', (key,)
+        ).fetchone()
+        if row is None:
+            return None
+        return BucketState(window=int(row[0]), used_msgs=float(row[1]), used_bytes=float(row[2]))
+
+    def put(self, key: str, state: BucketState) -> None:
+        self._conn.execute(
+            'INSERT INTO buckets (key, "window", used_msgs, used_bytes, updated_at) '
+            "VALUES (?, ?, ?, ?, ?) "
+            'ON CONFLICT(key) DO UPDATE SET "window" = excluded."window", '
+            "used_msgs = excluded.used_msgs, used_bytes = excluded.used_bytes, "
+            "updated_at = excluded.updated_at",
+            (key, int(state.window), float(state.used_msgs), float(state.used_bytes), time.time()),
+        )
+
+
+class SqliteQuotaStore:
+    """Buckets in one sqlite file, shared by all processes on a host that use the same path.
+
+    Safe to construct from a path in any process and to pickle: connections are opened
+    lazily, one per thread and process, and are never carried across fork or pickle.
+    Concurrent writers wait (up to ``timeout_s``) instead of failing.
+    """
+
+    def __init__(self, path: str, timeout_s: float = 30.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout_s = timeout_s
+        self._reset_connections()
+        # Fail now, with the path in the message, rather than at the first micro-batch.
+        self._open().close()
+
+    # --- connections -------------------------------------------------------------------
+
+    def _reset_connections(self) -> None:
+        self._pid = os.getpid()
+        self._local = threading.local()
+        # Connections inherited through fork: kept referenced, never used or closed, so
+        # the child cannot disturb the parent's sqlite state (see sqlite "howtocorrupt").
+        self._inherited: list[threading.local] = []
+
+    def _open(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
+        try:
+            parent = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(parent, exist_ok=True)
+            # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
+            # timeout: sqlite's busy handler makes a second writer wait for the first.
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
+            conn.execute(_SCHEMA)
+            return conn
+        except (OSError, sqlite3.Error) as exc:
+            if conn is not None:
+                conn.close()
+            raise ValueError(f"cannot open quota store at {self.path!r}: {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            # We are in a forked child: start fresh, keep the parent's connections alive.
+            inherited = self._inherited + [self._local]
+            self._reset_connections()
+            self._inherited = inherited
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (another use reopens it)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._pid == os.getpid():
+            conn.close()
+            self._local.conn = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.timeout_s = state["timeout_s"]
+        self._reset_connections()
+
+    def __repr__(self) -> str:
+        return f"SqliteQuotaStore({self.path!r})"
+
+    # --- store API ---------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[QuotaTransaction]:
+        conn = self._connection()
+        # IMMEDIATE takes the write lock up front, so read-modify-write cannot interleave
+        # with another process (a deferred BEGIN would fail on upgrade instead of waiting).
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield _SqliteTransaction(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def purge_older_than(self, seconds: float) -> int:
+        """Drop buckets not written for ``seconds``; returns how many were dropped."""
+        conn = self._connection()
+        cutoff = time.time() - seconds
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = conn.execute("DELETE FROM buckets WHERE updated_at < ?", (cutoff,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return cursor.rowcount
+
+    def keys(self) -> list[str]:
+        """All bucket keys (for tests and diagnostics)."""
+        rows = self._connection().execute("SELECT key FROM buckets ORDER BY key").fetchall()
+        return [row[0] for row in rows]

@@ -1,0 +1,349 @@
+"""Driver side: plan micro-batches (initialOffset, latestOffset, partitions, commit).
+
+All planning methods run in one long-lived Python process on the driver, on one
+reader object, so caches and quota state survive between micro-batches. Each
+`latestOffset` call decides, per partition, how many backlog entries the next
+micro-batch may cover: everything available, or what the quota engine admits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from .admin import PulsarAdmin
+from .catalog import CatalogSnapshot, PartitionCatalog
+from .layout import Backlog, PartitionLayout
+from .options import SourceOptions
+from .policies import BrokerPolicies
+from .positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
+from .read import ClientConfig, PartitionRange, read_range
+from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
+from .topics import TopicName
+
+log = logging.getLogger("pulsar_throttled_source")
+UNLIMITED_ROWS = 2**62  # "no cap" as a ReadMaxRows, so Trigger.Once's ReadAllAvailable stays distinguishable
+
+
+class DataLossError(RuntimeError):
+    pass
+
+
+class PublishRateTracker:
+    """Publish rates from deltas of the broker's live counters between catalog snapshots.
+
+    The broker's msgRateIn is refreshed only every statsUpdateFrequencyInSecs (60 s by
+    default); counter deltas follow a producer within one refresh interval.
+    """
+
+    def __init__(self) -> None:
+        self._prev: dict[str, tuple[float, int, int]] = {}
+        self.rates: dict[str, tuple[float, float]] = {}
+
+    def update(self, snap: CatalogSnapshot) -> None:
+        for partition, s in snap.stats.items():
+            prev = self._prev.get(partition)
+            if prev is not None and snap.fetched_at > prev[0]:
+                dt = snap.fetched_at - prev[0]
+                dm, db = s.msg_in_counter - prev[1], s.bytes_in_counter - prev[2]
+                if dm >= 0 and db >= 0:  # counters reset when a topic is reloaded: skip that sample
+                    self.rates[partition] = (dm / dt, db / dt)
+            elif partition not in self.rates:
+                self.rates[partition] = (s.msg_rate_in, s.throughput_in)
+            if prev is None or snap.fetched_at > prev[0]:
+                self._prev[partition] = (snap.fetched_at, s.msg_in_counter, s.bytes_in_counter)
+
+
+class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time) -> None:
+        self.options = options
+        self._clock = clock
+        self._admin: PulsarAdmin | None = None
+        self._catalog: PartitionCatalog | None = None
+        self._policies: BrokerPolicies | None = None
+        self._engine: QuotaEngine | None = None
+        self._rates = PublishRateTracker()
+        self._initial: dict | None = None
+        self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
+        self._report: dict = {}
+        self._warned: set[tuple] = set()
+        self._last_summary = ""
+
+    # -- lazily built collaborators (the reader is pickled to the runner process first) ---
+    @property
+    def admin(self) -> PulsarAdmin:
+        if self._admin is None:
+            o = self.options
+            verify: bool | str = False if o.admin_tls_insecure else (o.admin_tls_trust or True)
+            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, verify)
+        return self._admin
+
+    @property
+    def catalog(self) -> PartitionCatalog:
+        if self._catalog is None:
+            o = self.options
+            needs_stats = o.throttled
+            self._catalog = PartitionCatalog(self.admin, o.topics, o.topics_pattern, o.pattern_namespace,
+                                             o.metadata_refresh_ms, needs_stats)
+        return self._catalog
+
+    @property
+    def engine(self) -> QuotaEngine:
+        if self._engine is None:
+            from .quota_store import SqliteQuotaStore
+
+            self._engine = QuotaEngine(self.options.quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
+        return self._engine
+
+    @property
+    def policies(self) -> BrokerPolicies:
+        if self._policies is None:
+            self._policies = BrokerPolicies(self.admin, self.options.policy_refresh_ms)
+        return self._policies
+
+    # -- offsets ------------------------------------------------------------------------
+    def initialOffset(self) -> dict:
+        # Spark calls this twice at first start: answer the same both times.
+        if self._initial is None:
+            self._initial = offsets_to_json(self._initial_positions(self.catalog.snapshot(force=True)))
+        return self._initial
+
+    def _initial_positions(self, snap: CatalogSnapshot) -> dict[str, EntryPosition]:
+        start = self.options.start
+        if start.kind == "earliest":
+            return {p: BEFORE_EARLIEST for p in snap.layouts}
+        if start.kind == "latest":
+            return {p: layout.latest for p, layout in snap.layouts.items()}
+        if start.kind == "time":
+            assert start.time_ms is not None
+            return {p: self._position_for_time(p, layout, start.time_ms) for p, layout in snap.layouts.items()}
+        given = dict(start.positions)
+        unknown = [p for p in given if p not in snap.layouts]
+        if unknown:
+            raise ValueError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that the query does not read; "
+                             f"known partitions: {', '.join(snap.layouts) or 'none'}.")
+        out: dict[str, EntryPosition] = {}
+        for p, layout in snap.layouts.items():
+            value = given.get(p, "latest")
+            if value == "earliest":
+                out[p] = BEFORE_EARLIEST
+            elif value == "latest":
+                out[p] = layout.latest
+            else:
+                assert isinstance(value, EntryPosition)
+                # A user position is the first entry to read; offsets hold the last entry read.
+                out[p] = EntryPosition(value.ledger_id, value.entry_id - 1)
+        return out
+
+    def _position_for_time(self, partition: str, layout: PartitionLayout, time_ms: int) -> EntryPosition:
+        found = self.admin.message_id_by_timestamp(TopicName.parse(partition), time_ms)
+        ledger, entry = int(found.get("ledgerId", -1)), int(found.get("entryId", -1))
+        if ledger < 0 or EntryPosition(ledger, entry) > layout.latest:
+            return layout.latest  # nothing published at or after time_ms yet
+        return EntryPosition(ledger, entry - 1)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        # Never ReadAllAvailable: that one is reserved for Trigger.Once, read unthrottled.
+        return ReadMaxRows(self.options.max_entries_per_trigger or UNLIMITED_ROWS)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        snap = self.catalog.snapshot(force=True)
+        self._target = {p: layout.latest for p, layout in snap.layouts.items()}
+        log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        starts = offsets_from_json(start, "start offset (from the checkpoint)")
+        snap = self.catalog.snapshot()
+        if snap.stats:
+            self._rates.update(snap)
+        starts = self._drop_gone_partitions(starts, snap)
+
+        backlogs: dict[str, Backlog] = {}
+        begin: dict[str, EntryPosition] = {}
+        for partition, layout in snap.layouts.items():
+            s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
+            self._check_data_loss(partition, layout, s)
+            # Trigger.AvailableNow: never beyond what was latest when the query started.
+            until = max(s, self._target.get(partition, BEFORE_EARLIEST)) if self._target is not None else None
+            begin[partition] = s
+            backlogs[partition] = layout.backlog_after(s, until)
+        admitted = self._admit(backlogs, limit, snap)
+
+        end = dict(starts)
+        for partition, s in begin.items():
+            end[partition] = backlogs[partition].position_after(s, admitted.get(partition, 0))
+        self._report = self._backlog_report(snap, end)
+        return offsets_to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        return self._report or None
+
+    # -- admission ------------------------------------------------------------------------
+    def _admit(self, backlogs: dict[str, Backlog], limit: ReadLimit, snap: CatalogSnapshot) -> dict[str, int]:
+        wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
+        if not wanted:
+            return {}
+        read_all = isinstance(limit, ReadAllAvailable)
+        if isinstance(limit, ReadMaxRows) and limit.max_rows < sum(wanted.values()):
+            wanted = split_proportionally(wanted, limit.max_rows)
+        if not self.options.throttled:
+            return wanted
+        if read_all and ("ReadAllAvailable",) not in self._warned:
+            self._warned.add(("ReadAllAvailable",))
+            log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
+                        "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
+        demands = [self._demand(p, backlogs[p], n, snap) for p, n in wanted.items() if n > 0]
+        admissions = self.engine.plan(demands, unthrottled=read_all)
+        self._log_summary(admissions)
+        return {a.partition: a.entries for a in admissions}
+
+    def _demand(self, partition: str, backlog: Backlog, entries: int, snap: CatalogSnapshot) -> PartitionDemand:
+        o = self.options
+        topic_rates: list[tuple[str, Rate]] = []
+        sub_rates: list[tuple[str, Rate]] = []
+        if o.quota_source in ("options", "both"):
+            if not o.topic_rate.is_unlimited():
+                topic_rates.append(("options", o.topic_rate))
+            if not o.subscription_rate.is_unlimited():
+                sub_rates.append(("options", o.subscription_rate))
+        if o.uses_broker_quotas:
+            broker_topic, broker_sub = self.policies.rates(TopicName.parse(partition).base)
+            if broker_topic is not None:
+                topic_rates.append(("broker", broker_topic))
+            if broker_sub is not None:
+                sub_rates.append(("broker", broker_sub))
+        stats = snap.stats.get(partition)
+        layout = snap.layouts[partition]
+        sample = stats.msg_in_counter / layout.entries_added if stats and layout.entries_added > 0 and stats.msg_in_counter > 0 else None
+        rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
+        capped = backlog if entries == backlog.entries else _truncate(backlog, entries)
+        return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
+                               bytes_for=capped.bytes_for, msgs_per_entry_sample=sample,
+                               publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
+                               topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
+
+    def _log_summary(self, admissions: Sequence[Admission]) -> None:
+        summary = self.engine.summary(admissions)
+        # Idle polls repeat the same line ~90 times a second: log only what changed or admitted data.
+        if any(a.entries for a in admissions) or summary != self._last_summary:
+            log.info("Planning %s: %s", self.options.subscription, summary)
+        self._last_summary = summary
+
+    # -- data loss and deleted topics -------------------------------------------------------
+    def _check_data_loss(self, partition: str, layout: PartitionLayout, start: EntryPosition) -> None:
+        lost = layout.lost_range(start)
+        if lost is None:
+            return
+        after, before = lost
+        message = (f"Data loss in {partition}: the entries after {after} and before {before} are no longer stored "
+                   "(retention expired, or the topic was truncated or recreated).")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message + " Set failOnDataLoss=false to continue from the oldest stored entry.")
+        if (partition, after) not in self._warned:
+            self._warned.add((partition, after))
+            log.warning("%s Continuing from %s because failOnDataLoss=false.", message, before)
+
+    def _drop_gone_partitions(self, starts: dict[str, EntryPosition], snap: CatalogSnapshot) -> dict[str, EntryPosition]:
+        gone = [p for p in starts if p not in snap.layouts]
+        if not gone:
+            return starts
+        if self.options.fail_on_data_loss and snap.gone_topics:
+            raise DataLossError(f"Topic(s) {', '.join(snap.gone_topics)} were deleted while the query read them; partitions "
+                                f"{', '.join(gone)} can no longer be read. Set failOnDataLoss=false to continue without them.")
+        if self.options.fail_on_data_loss and self.options.topics_pattern is None:
+            raise DataLossError(f"Partition(s) {', '.join(gone)} no longer exist. Set failOnDataLoss=false to continue without them.")
+        for p in gone:
+            if ("gone", p) not in self._warned:
+                self._warned.add(("gone", p))
+                log.warning("Partition %s no longer exists; the query continues without it (failOnDataLoss=false).", p)
+        return {p: s for p, s in starts.items() if p in snap.layouts}
+
+    def _backlog_report(self, snap: CatalogSnapshot, end: dict[str, EntryPosition]) -> dict:
+        report = {}
+        for partition, layout in snap.layouts.items():
+            e = end.get(partition, BEFORE_EARLIEST)
+            remaining = layout.backlog_after(e).entries
+            stats = snap.stats.get(partition)
+            per_entry = stats.msg_in_counter / layout.entries_added if stats and layout.entries_added else None
+            report[partition] = {
+                "latest": layout.latest.to_json(),
+                "backlogEntries": remaining,
+                "backlogMessagesEstimate": round(remaining * per_entry) if per_entry else remaining,
+            }
+        return report
+
+    # -- execution --------------------------------------------------------------------------
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        starts = offsets_from_json(start, "start offset")
+        ends = offsets_from_json(end, "end offset")
+        snap = self.catalog.snapshot()
+        config = self._client_config()
+        out: list[InputPartition] = []
+        for partition, e in ends.items():
+            s = starts.get(partition, BEFORE_EARLIEST)
+            if e <= s:
+                continue
+            layout = snap.layouts.get(partition)
+            backlog = layout.backlog_after(s, e) if layout else None
+            index = TopicName.parse(partition).partition_index
+            step = self.options.max_entries_per_task
+            if backlog is None or step <= 0 or backlog.entries <= step or backlog.position_after(s, backlog.entries) != e:
+                out.append(PartitionRange(partition, index, s, e, backlog.entries if backlog else -1, config))
+                continue
+            lo, done = s, 0
+            while done < backlog.entries:
+                take = min(step, backlog.entries - done)
+                hi = backlog.position_after(s, done + take)
+                out.append(PartitionRange(partition, index, lo, hi, take, config))
+                lo, done = hi, done + take
+        return out
+
+    def _client_config(self) -> ClientConfig:
+        o = self.options
+        return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
+                            o.max_rows_per_arrow_batch)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, PartitionRange)
+        return read_range(partition)
+
+    def commit(self, end: dict) -> None:
+        # Progress lives in Spark's checkpoint; nothing to acknowledge on the broker
+        # (the source reads with non-durable readers, so it never holds data back).
+        pass
+
+    def stop(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+
+
+def split_proportionally(wanted: dict[str, int], total: int) -> dict[str, int]:
+    """Cap the sum of entries at `total`, in proportion to each partition's backlog."""
+    if total <= 0:
+        return {p: 0 for p in wanted}
+    whole = sum(wanted.values())
+    shares = {p: min(n, n * total // whole) for p, n in wanted.items()}
+    left = total - sum(shares.values())
+    for p in sorted(wanted, key=lambda p: wanted[p] - shares[p], reverse=True):
+        if left <= 0:
+            break
+        if shares[p] < wanted[p]:
+            shares[p] += 1
+            left -= 1
+    return shares
+
+
+def _truncate(backlog: Backlog, entries: int) -> Backlog:
+    runs, left = [], entries
+    for ledger, first, count, avg in backlog.runs:
+        if left <= 0:
+            break
+        take = min(count, left)
+        runs.append((ledger, first, take, avg))
+        left -= take
+    return Backlog.of(runs)

@@ -1,0 +1,76 @@
+"""Session fixtures: one real Pulsar standalone broker and one local SparkSession per test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
+
+# Small ledgers so that every test topic spans several of them (rollover paths get exercised).
+TEST_ENTRIES_PER_LEDGER = 50
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    b = LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER)
+    b.start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@pytest.fixture(scope="session")
+def admin(broker: LocalBroker):
+    from pulsar_throttled_source.admin import PulsarAdmin
+
+    a = PulsarAdmin(broker.admin_url)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="session")
+def pulsar_client(broker: LocalBroker):
+    import logging
+
+    import pulsar
+
+    logger = logging.getLogger("pulsar-test-client")
+    logger.setLevel(logging.WARNING)
+    client = pulsar.Client(broker.service_url, logger=logger)
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory):
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pulsar-throttled-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
+        .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def unique() -> str:
+    return uuid.uuid4().hex[:10]

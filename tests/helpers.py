@@ -1,0 +1,85 @@
+"""Test helpers: create topics and produce known messages through the real client."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import pulsar
+
+from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.topics import TopicName
+
+
+@dataclass(frozen=True)
+class Sent:
+    payload: bytes
+    key: str | None
+    properties: dict[str, str]
+    partition: int
+    message_id: bytes  # serialized pulsar.MessageId
+    position: tuple[int, int, int]  # ledger, entry, batch index
+
+
+def create_topic(admin: PulsarAdmin, name: str, partitions: int) -> str:
+    topic = TopicName.parse(name)
+    if partitions > 0:
+        admin.create_partitioned_topic(topic, partitions)
+    else:
+        admin.create_topic(topic)
+    return str(topic)
+
+
+def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, prefix: str = "m",
+            partition_key: bool = True, properties: bool = True, payload_size: int = 0) -> list[Sent]:
+    """Send `count` messages round-robin over the partitions; `batch` > 0 packs that many per entry."""
+    sent: list[Sent] = []
+    results: list[tuple[int, pulsar.MessageId | None]] = []
+    counter = iter(range(1 << 62))
+    # Our own router: keyed messages would otherwise be hashed onto a few partitions.
+    kwargs = dict(message_router=lambda msg, num_partitions: next(counter) % num_partitions)
+    if batch > 0:
+        producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=batch,
+                                          batching_max_publish_delay_ms=100, block_if_queue_full=True,
+                                          batching_max_allowed_size_in_bytes=10 * 1024 * 1024, **kwargs)
+    else:
+        producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True, **kwargs)
+    payloads = []
+    for i in range(count):
+        body = f"{prefix}-{i}".encode()
+        if payload_size:
+            body = body.ljust(payload_size, b".")
+        key = f"k{i % 7}" if partition_key else None
+        props = {"i": str(i), "src": prefix} if properties else {}
+        payloads.append((body, key, props))
+    ids: list[pulsar.MessageId | None] = [None] * count
+
+    def callback_for(i: int):
+        def done(res, msg_id) -> None:
+            assert res == pulsar.Result.Ok, res
+            ids[i] = msg_id
+        return done
+
+    for i, (body, key, props) in enumerate(payloads):
+        args = {"properties": props} if props else {}
+        if key is not None:
+            args["partition_key"] = key
+        if batch > 0:
+            producer.send_async(body, callback_for(i), **args)
+        else:
+            ids[i] = producer.send(body, **args)
+    producer.flush()
+    producer.close()
+    for (body, key, props), mid in zip(payloads, ids):
+        assert mid is not None
+        sent.append(Sent(body, key, props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
+    return sent
+
+
+def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.2, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(interval_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
