@@ -70,11 +70,12 @@ class PulsarAdmin:
     # -- topics -----------------------------------------------------------------------------
     def partition_count(self, topic: TopicName) -> int:
         """Partitions of a partitioned topic; 0 for a non-partitioned topic. Raises TopicNotFound."""
+        missing = f"Topic {topic} does not exist (neither partitioned nor non-partitioned) on {self.base}."
         meta = self._call("GET", f"{topic.rest_path}/partitions", f"reading the partitions of {topic}",
-                          params={"checkAllowAutoCreation": "false"})
+                          params={"checkAllowAutoCreation": "false"}, not_found=missing)
         count = int(meta.get("partitions", 0)) if meta else 0
         if count == 0 and not self.topic_exists(topic):
-            raise TopicNotFound(f"Topic {topic} does not exist (neither partitioned nor non-partitioned) on {self.base}.")
+            raise TopicNotFound(missing)
         return count
 
     def topic_exists(self, topic: TopicName) -> bool:

@@ -1,0 +1,60 @@
+"""Run a streaming query of the source and collect what each micro-batch delivered."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulsar
+
+
+@dataclass
+class Collected:
+    """Rows per batch id: a batch re-run after a failure replaces its rows (an idempotent sink)."""
+
+    batches: dict[int, list[Any]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sink(self, df, batch_id: int) -> None:
+        rows = df.collect()
+        with self.lock:
+            self.batches[batch_id] = rows
+
+    @property
+    def rows(self) -> list[Any]:
+        with self.lock:
+            return [r for b in sorted(self.batches) for r in self.batches[b]]
+
+    def count(self) -> int:
+        with self.lock:
+            return sum(len(v) for v in self.batches.values())
+
+
+def source_options(broker, topic: str | None = None, **extra: str) -> dict[str, str]:
+    opts = {"service.url": broker.service_url, "admin.url": broker.admin_url, "metadataRefreshIntervalMs": "200"}
+    if topic is not None:
+        opts["topic"] = topic
+    opts.update({k: str(v) for k, v in extra.items()})
+    return opts
+
+
+def read_stream(spark, opts: dict[str, str]):
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def entry_of(message_id: bytes) -> tuple[int, int]:
+    mid = pulsar.MessageId.deserialize(message_id)
+    return mid.ledger_id(), mid.entry_id()
+
+
+def identity(row) -> tuple:
+    """What must match between produced and delivered: payload, key, properties, partition, id."""
+    return (bytes(row.value), row.key, tuple(sorted((row.properties or {}).items())), row.partition, bytes(row.messageId))
+
+
+def sent_identity(s) -> tuple:
+    return (s.payload, s.key, tuple(sorted(s.properties.items())), s.partition, s.message_id)

@@ -1,0 +1,309 @@
+"""Issue 3: the source reads real topics exactly once, per partition, for every trigger."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+import pytest
+from helpers import create_topic, produce, wait_until
+from pyspark.errors import StreamingQueryException
+from streaming import Collected, entry_of, identity, read_stream, sent_identity, source_options
+
+from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.topics import TopicName
+
+
+@pytest.fixture(scope="module")
+def backlog_topic(admin, pulsar_client):
+    """4 partitions, batched and non-batched messages, at least 3 ledgers per partition."""
+    topic = create_topic(admin, f"source-{int(time.time() * 1000)}", 4)
+    sent = produce(pulsar_client, topic, 2400, batch=10, prefix="batched")  # 60 entries per partition
+    sent += produce(pulsar_client, topic, 400, prefix="single")  # +100 entries per partition
+    for name, stats in admin.partitioned_internal_stats(TopicName.parse(topic)).items():
+        assert len(PartitionLayout.from_internal_stats(name, stats).ledgers) >= 3, name
+    return topic, sent
+
+
+def assert_exactly(rows, sent) -> None:
+    got = Counter(identity(r) for r in rows)
+    duplicates = [k for k, n in got.items() if n > 1]
+    assert not duplicates, f"{len(duplicates)} duplicated messages, e.g. {duplicates[:2]}"
+    assert set(got) == {sent_identity(s) for s in sent}
+
+
+def run_available_now(spark, opts, checkpoint, sink: Collected, timeout: float = 180) -> None:
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    assert q.awaitTermination(timeout), "AvailableNow query did not finish"
+    assert q.exception() is None
+
+
+def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topic, tmp_path):
+    topic, sent = backlog_topic
+    sink = Collected()
+    run_available_now(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=97), tmp_path / "cp", sink)
+    assert_exactly(sink.rows, sent)
+    assert len(sink.batches) > 3  # the entry cap split the backlog into several micro-batches
+    row = next(r for r in sink.rows if r.value == b"batched-0")
+    assert row.topic == f"{topic}-partition-{row.partition}" and row.publishTime is not None and row.eventTime is None
+
+
+def test_trigger_once_reads_everything_in_one_batch(spark, broker, backlog_topic, tmp_path):
+    topic, sent = backlog_topic
+    sink = Collected()
+    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest")).writeStream.foreachBatch(sink.sink) \
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(once=True).start()
+    assert q.awaitTermination(180)
+    assert len(sink.batches) == 1
+    assert_exactly(sink.rows, sent)
+
+
+def test_processing_time_trigger_and_new_data_while_running(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"live-{unique}", 2)
+    sent = produce(pulsar_client, topic, 300, batch=7)
+    sink = Collected()
+    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=20)).writeStream \
+        .foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(lambda: sink.count() >= 300, 120, what="backlog read")
+        sent += produce(pulsar_client, topic, 50, prefix="late")
+        wait_until(lambda: sink.count() >= 350, 60, what="new data read")
+        time.sleep(1)
+    finally:
+        q.stop()
+    assert_exactly(sink.rows, sent)
+    per_batch_entries = [len({entry_of(bytes(r.messageId)) for r in rows}) for rows in sink.batches.values()]
+    assert max(per_batch_entries) <= 20
+
+
+def test_restart_on_checkpoint_continues_exactly_once(spark, broker, backlog_topic, tmp_path):
+    topic, sent = backlog_topic
+    checkpoint = tmp_path / "cp"
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=60)
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(processingTime="100 milliseconds").start()
+    wait_until(lambda: len(sink.batches) >= 3, 120, what="three batches")
+    q.stop()
+    first_run = sink.count()
+    assert 0 < first_run < len(sent)
+    run_available_now(spark, opts, checkpoint, sink)
+    assert_exactly(sink.rows, sent)
+
+
+def test_partition_added_mid_stream_is_read_from_its_beginning(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"grow-{unique}", 2)
+    sent = produce(pulsar_client, topic, 40)
+    sink = Collected()
+    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest")).writeStream.foreachBatch(sink.sink) \
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(lambda: sink.count() >= 40, 60, what="first partitions")
+        admin.update_partitions(TopicName.parse(topic), 3)
+        sent += produce(pulsar_client, topic, 30, prefix="after")  # round-robin: 10 land in the new partition
+        wait_until(lambda: sink.count() >= 70, 60, what="new partition read")
+        time.sleep(1)
+    finally:
+        q.stop()
+    assert_exactly(sink.rows, sent)
+    assert {r.partition for r in sink.rows} == {0, 1, 2}
+
+
+def test_topics_pattern_picks_up_new_topics(spark, broker, admin, pulsar_client, tmp_path, unique):
+    first = create_topic(admin, f"pat-{unique}-a", 0)
+    sent = produce(pulsar_client, first, 10)
+    sink = Collected()
+    opts = source_options(broker, None, topicsPattern=f"persistent://public/default/pat-{unique}-.*", startingOffsets="earliest")
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")) \
+        .trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(lambda: sink.count() >= 10, 60, what="first topic")
+        second = create_topic(admin, f"pat-{unique}-b", 2)
+        sent += produce(pulsar_client, second, 10, prefix="second")
+        wait_until(lambda: sink.count() >= 20, 60, what="second topic")
+        time.sleep(1)
+    finally:
+        q.stop()
+    assert_exactly(sink.rows, sent)
+    assert {r.partition for r in sink.rows} == {-1, 0, 1}
+
+
+def test_starting_latest_time_and_positions(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"starts-{unique}", 0)
+    old = produce(pulsar_client, topic, 30)
+    time.sleep(0.05)
+    t0 = int(time.time() * 1000)
+    time.sleep(0.05)
+    new = produce(pulsar_client, topic, 20, prefix="new")
+    # startingTime: exactly the messages published from t0 on
+    sink = Collected()
+    run_available_now(spark, source_options(broker, topic, startingTime=t0), tmp_path / "t", sink)
+    assert_exactly(sink.rows, new)
+    # startingOffsets JSON: a position is the first entry to read (here the 11th message)
+    ledger, entry, _ = old[10].position
+    sink = Collected()
+    run_available_now(spark, source_options(broker, topic, startingOffsets=f'{{"{topic}": {{"ledgerId": {ledger}, "entryId": {entry}}}}}'),
+                      tmp_path / "p", sink)
+    assert_exactly(sink.rows, old[10:] + new)
+    # latest: only what arrives after the query started
+    sink = Collected()
+    q = read_stream(spark, source_options(broker, topic)).writeStream.foreachBatch(sink.sink) \
+        .option("checkpointLocation", str(tmp_path / "l")).trigger(processingTime="200 milliseconds").start()
+    try:
+        wait_until(lambda: q.lastProgress is not None, 60, what="first batch")
+        later = produce(pulsar_client, topic, 5, prefix="later")
+        wait_until(lambda: sink.count() >= 5, 60, what="later messages")
+        time.sleep(0.5)
+    finally:
+        q.stop()
+    assert_exactly(sink.rows, later)
+
+
+def test_reported_latest_offset_carries_backlog(spark, broker, backlog_topic, tmp_path):
+    topic, _ = backlog_topic
+    sink = Collected()
+    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=100)).writeStream \
+        .foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="1 second").start()
+    try:
+        wait_until(lambda: q.lastProgress is not None and q.lastProgress["numInputRows"] > 0, 60, what="progress")
+        import json
+
+        report = json.loads(q.lastProgress["sources"][0]["latestOffset"])
+    finally:
+        q.stop()
+    assert set(report) == {f"{topic}-partition-{i}" for i in range(4)}
+    assert sum(p["backlogEntries"] for p in report.values()) == 4 * 160 - 100
+    assert all(p["backlogMessagesEstimate"] >= p["backlogEntries"] for p in report.values())
+
+
+def _start_error(spark, opts, tmp_path) -> str:
+    try:
+        q = read_stream(spark, opts).writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")) \
+            .trigger(processingTime="200 milliseconds").start()
+    except Exception as e:  # invalid options fail at load()/start()
+        return str(e)
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            q.awaitTermination(90)
+        return str(err.value)
+    finally:
+        q.stop()
+
+
+def test_unknown_topic_is_a_clear_error(spark, broker, tmp_path, unique):
+    started = time.monotonic()
+    message = _start_error(spark, source_options(broker, f"no-such-topic-{unique}"), tmp_path)
+    assert f"persistent://public/default/no-such-topic-{unique} does not exist" in message
+    assert time.monotonic() - started < 60
+
+
+def test_unreachable_admin_url_is_a_clear_error(spark, broker, backlog_topic, tmp_path):
+    topic, _ = backlog_topic
+    opts = {**source_options(broker, topic), "admin.url": "http://127.0.0.1:9", "adminTimeoutMs": "2000"}
+    message = _start_error(spark, opts, tmp_path)
+    assert "Cannot reach the Pulsar admin API at http://127.0.0.1:9" in message and "admin.url" in message
+
+
+def test_invalid_option_fails_at_load(spark, broker, backlog_topic, tmp_path):
+    topic, _ = backlog_topic
+    message = _start_error(spark, source_options(broker, topic, dispatchThrottlingRatePerTopicInMsg="0"), tmp_path)
+    assert "dispatchThrottlingRatePerTopicInMsg" in message and "positive integer, or -1" in message
+
+
+def test_starting_offsets_naming_a_missing_partition(spark, broker, backlog_topic, tmp_path):
+    topic, _ = backlog_topic
+    opts = source_options(broker, topic, startingOffsets=f'{{"{topic}-partition-9": "earliest"}}')
+    message = _start_error(spark, opts, tmp_path)
+    assert f"{topic}-partition-9" in message and "does not read" in message
+
+
+def test_unreachable_broker_read_times_out_clearly(spark, broker, backlog_topic, tmp_path):
+    topic, _ = backlog_topic
+    opts = {**source_options(broker, topic, startingOffsets="earliest", pollTimeoutMs="3000",
+                             **{"pulsar.client.operationTimeoutSeconds": "3", "pulsar.client.connectionTimeoutMs": "1000"}),
+            "service.url": "pulsar://127.0.0.1:9"}
+    started = time.monotonic()
+    message = _start_error(spark, opts, tmp_path)
+    assert "pulsar://127.0.0.1:9" in message
+    assert time.monotonic() - started < 120
+
+
+def _trim_everything(admin, topic: str) -> None:
+    name = TopicName.parse(topic)
+    admin.set_retention(name, 0, 0)
+    wait_until(lambda: True, 1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        admin.unload_topic(name)  # closes the current ledger so that retention may drop it
+        time.sleep(1)
+        try:
+            admin.trim_topic(name)
+        except Exception:
+            pass
+        layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
+        if layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50:
+            return
+    raise AssertionError("retention did not delete the ledgers")
+
+
+def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"loss-{unique}", 0)
+    sent = produce(pulsar_client, topic, 120)  # 3 ledgers
+    checkpoint = tmp_path / "cp"
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=10)
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(processingTime="100 milliseconds").start()
+    wait_until(lambda: sink.count() >= 10, 60, what="first batch")
+    q.stop()
+    read_before = {bytes(r.value) for r in sink.rows}
+    _trim_everything(admin, topic)
+    after = produce(pulsar_client, topic, 15, prefix="after")
+
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    with pytest.raises(StreamingQueryException) as err:
+        q.awaitTermination(90)
+    message = str(err.value)
+    assert f"Data loss in {topic}" in message and "failOnDataLoss=false" in message
+
+    sink2 = Collected()
+    q = read_stream(spark, {**opts, "failOnDataLoss": "false"}).writeStream.foreachBatch(sink2.sink) \
+        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    assert q.awaitTermination(120) and q.exception() is None
+    got = [bytes(r.value) for r in sink2.rows]
+    assert len(got) == len(set(got))
+    assert {s.payload for s in after} <= set(got)  # continues with what is still stored
+    assert not read_before & set(got)
+    assert len(sent) > 0
+
+
+def test_deleted_topic_fails_or_continues(spark, broker, admin, pulsar_client, tmp_path, unique):
+    keep = create_topic(admin, f"del-{unique}-keep", 0)
+    gone = create_topic(admin, f"del-{unique}-gone", 2)
+    produce(pulsar_client, keep, 10)
+    produce(pulsar_client, gone, 10)
+    for fail in ("true", "false"):
+        sink = Collected()
+        opts = source_options(broker, None, topics=f"{keep},{gone}", startingOffsets="earliest", failOnDataLoss=fail)
+        q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / fail)) \
+            .trigger(processingTime="200 milliseconds").start()
+        wait_until(lambda: sink.count() >= 20, 60, what="both topics")
+        if fail == "true":
+            admin.delete_topic(TopicName.parse(gone), partitioned=True)
+            with pytest.raises(StreamingQueryException) as err:
+                q.awaitTermination(60)
+            assert f"{gone}" in str(err.value) and "deleted" in str(err.value)
+        else:
+            more = produce(pulsar_client, keep, 5, prefix="more")
+            wait_until(lambda: sink.count() >= 25, 60, what="query continues without the deleted topic")
+            assert q.isActive
+            q.stop()
+            assert {s.payload for s in more} <= {bytes(r.value) for r in sink.rows}
+        gone = create_topic(admin, f"del-{unique}-gone2", 2) if fail == "true" else gone
+        if fail == "true":
+            produce(pulsar_client, gone, 10)
+            # second round deletes nothing up front; it deletes this topic while running
+            _gone = gone
+    admin.delete_topic(TopicName.parse(_gone), partitioned=True)

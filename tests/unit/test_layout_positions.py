@@ -1,0 +1,96 @@
+"""Offset arithmetic: positions, JSON offsets, ledger layouts and backlogs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
+from pulsar_throttled_source.stream import split_proportionally
+from pulsar_throttled_source.topics import TopicName, partition_sort_key
+
+
+def stats(ledgers, current=(0, 0), lce="-1:-1", added=0):
+    return {"ledgers": [{"ledgerId": l, "entries": e, "size": s} for l, e, s in ledgers],
+            "currentLedgerEntries": current[0], "currentLedgerSize": current[1], "lastConfirmedEntry": lce,
+            "entriesAddedCounter": added}
+
+
+LAYOUT = PartitionLayout.from_internal_stats(
+    "p", stats([(3, 5, 500), (6, 0, 0), (7, 5, 50), (9, 0, 0)], current=(2, 40), lce="9:1", added=12))
+
+
+def test_layout_uses_current_ledger_counts_and_skips_empty_ledgers():
+    assert [(l.ledger_id, l.entries, l.size) for l in LAYOUT.ledgers] == [(3, 5, 500), (7, 5, 50), (9, 2, 40)]
+    assert LAYOUT.first == EntryPosition(3, 0)
+    assert LAYOUT.latest == EntryPosition(9, 1)
+    assert LAYOUT.total_entries == 12
+
+
+def test_rolled_over_empty_current_ledger_keeps_latest_on_a_real_entry():
+    layout = PartitionLayout.from_internal_stats("p", stats([(3, 5, 500), (8, 0, 0)], lce="8:-1"))
+    assert layout.latest == EntryPosition(3, 4)
+
+
+def test_backlog_counts_entries_and_bytes_across_ledgers():
+    b = LAYOUT.backlog_after(EntryPosition(3, 2))
+    assert b.entries == 2 + 5 + 2
+    assert b.bytes_for(2) == 200  # ledger 3 averages 100 bytes per entry
+    assert b.bytes_for(3) == 210  # then 10 per entry in ledger 7
+    assert b.bytes_for(9) == pytest.approx(200 + 50 + 40)
+    assert b.position_after(EntryPosition(3, 2), 1) == EntryPosition(3, 3)
+    assert b.position_after(EntryPosition(3, 2), 2) == EntryPosition(3, 4)
+    assert b.position_after(EntryPosition(3, 2), 3) == EntryPosition(7, 0)
+    assert b.position_after(EntryPosition(3, 2), 99) == EntryPosition(9, 1)
+    assert b.entries_per_ledger(4) == [(3, 2), (7, 2)]
+
+
+def test_backlog_from_beginning_until_bound_and_empty():
+    assert LAYOUT.backlog_after(BEFORE_EARLIEST).entries == 12
+    assert LAYOUT.backlog_after(BEFORE_EARLIEST, until=EntryPosition(7, 0)).entries == 6
+    assert LAYOUT.backlog_after(EntryPosition(9, 1)).entries == 0
+    start = EntryPosition(7, -1)  # "before entry 0 of ledger 7": a user position 7:0 minus one
+    assert LAYOUT.backlog_after(start).entries == 7
+    assert LAYOUT.backlog_after(EntryPosition(7, 2), until=EntryPosition(7, 2)).entries == 0
+
+
+def test_lost_range_only_when_start_is_older_than_the_oldest_stored_ledger():
+    assert LAYOUT.lost_range(BEFORE_EARLIEST) is None
+    assert LAYOUT.lost_range(EntryPosition(3, 4)) is None
+    assert LAYOUT.lost_range(EntryPosition(1, 7)) == (EntryPosition(1, 7), EntryPosition(3, 0))
+
+
+def test_offsets_json_has_fixed_partition_order_and_round_trips():
+    offsets = {f"persistent://public/default/t-partition-{i}": EntryPosition(i, i) for i in (10, 2, 1)}
+    as_json = offsets_to_json(offsets)
+    assert list(as_json) == [f"persistent://public/default/t-partition-{i}" for i in (1, 2, 10)]
+    assert offsets_from_json(json.loads(json.dumps(as_json))) == offsets
+
+
+@pytest.mark.parametrize("bad", [[1, 2], {"p": {"ledgerId": "1", "entryId": 2}}, {"p": {"ledgerId": 1}}, {"p": 5},
+                                 {"p": {"ledgerId": -7, "entryId": 0}}])
+def test_corrupted_offsets_give_a_clear_error(bad):
+    with pytest.raises(ValueError, match="checkpointed offset"):
+        offsets_from_json(bad)
+
+
+def test_topic_names():
+    t = TopicName.parse("orders")
+    assert str(t) == "persistent://public/default/orders"
+    assert str(TopicName.parse("a/b/c")) == "persistent://a/b/c"
+    assert t.partition(3).partition_index == 3 and t.partition(3).base == t
+    assert t.partition_index == -1
+    assert partition_sort_key(str(t.partition(10))) > partition_sort_key(str(t.partition(9)))
+    with pytest.raises(ValueError, match="non-persistent"):
+        TopicName.parse("non-persistent://public/default/x")
+    with pytest.raises(ValueError, match="invalid topic name"):
+        TopicName.parse("a/b")
+
+
+def test_split_proportionally_caps_total_in_proportion():
+    assert split_proportionally({"a": 30, "b": 10}, 20) == {"a": 15, "b": 5}
+    shares = split_proportionally({"a": 1, "b": 1, "c": 1}, 2)
+    assert sum(shares.values()) == 2 and max(shares.values()) == 1
+    assert split_proportionally({"a": 5}, 0) == {"a": 0}

@@ -1,0 +1,113 @@
+"""Option parsing: defaults, aliases, and a clear error for each kind of bad input."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.positions import EntryPosition
+
+BASE = {"topic": "orders"}
+
+
+def parse(**extra):
+    return parse_options({k.lower(): v for k, v in {**BASE, **extra}.items()})
+
+
+def test_defaults():
+    o = parse()
+    assert o.service_url == "pulsar://localhost:6650" and o.admin_url == "http://localhost:8080"
+    assert [str(t) for t in o.topics] == ["persistent://public/default/orders"]
+    assert o.subscription == "pulsar-throttled" and o.start.kind == "latest"
+    assert o.fail_on_data_loss and o.poll_timeout_ms == 120000
+    assert o.quota.mode == "precise" and not o.throttled and o.quota_source == "options"
+
+
+def test_quota_options_and_aliases():
+    o = parse(dispatchThrottlingRatePerTopicInMsg="50", dispatchThrottlingOnBatchMessageEnabled="true", ratePeriodInSecond="5")
+    assert o.topic_rate.msgs == 50 and o.topic_rate.period_s == 5 and o.quota.mode == "batch" and o.throttled
+    assert parse(preciseDispatcherFlowControl="true").quota.mode == "precise"
+    assert parse(throttlingMode="BATCH").quota.mode == "batch"
+
+
+def test_topics_list_and_pattern():
+    o = parse_options({"topics": "a, b,a", "service.url": "pulsar://h:1"})
+    assert [t.local for t in o.topics] == ["a", "b"]
+    o = parse_options({"topicspattern": "persistent://public/default/orders-.*"})
+    assert o.topics_pattern is not None and o.pattern_namespace == "public/default"
+    assert o.topics_pattern.fullmatch("persistent://public/default/orders-1")
+
+
+def test_starting_offsets_json_and_time():
+    o = parse(startingOffsets='{"persistent://public/default/orders-partition-0": {"ledgerId": 5, "entryId": 3}, "orders-partition-1": "earliest", "orders-partition-2": -1}')
+    assert dict(o.start.positions) == {
+        "persistent://public/default/orders-partition-0": EntryPosition(5, 3),
+        "persistent://public/default/orders-partition-1": "earliest",
+        "persistent://public/default/orders-partition-2": "latest"}
+    assert parse(startingTime="1700000000000").start.time_ms == 1700000000000
+
+
+def test_client_and_reader_passthrough_and_secret_hidden():
+    o = parse(**{"pulsar.client.operationTimeoutSeconds": "7", "pulsar.reader.receiverQueueSize": "500",
+                 "pulsar.client.authParams": "token:SECRET-TOKEN-123"})
+    assert dict(o.client_kwargs) == {"operation_timeout_seconds": 7}
+    assert dict(o.reader_kwargs) == {"receiver_queue_size": 500}
+    assert o.auth_params == "SECRET-TOKEN-123" and o.admin_auth_token == "SECRET-TOKEN-123"
+    assert "SECRET-TOKEN-123" not in repr(o)
+
+
+BAD = [
+    ({}, "Exactly one of the options 'topic', 'topics', 'topicsPattern'"),
+    ({"topics": "x"}, "found: topic, topics"),
+    ({"dispatchThrottlingRatePerTopicInMsg": "0"}, "'dispatchThrottlingRatePerTopicInMsg': 0 is not allowed; expected a positive integer, or -1"),
+    ({"dispatchThrottlingRateInByte": "lots"}, "'dispatchThrottlingRateInByte': 'lots' is not a positive integer"),
+    ({"dispatchThrottlingRatePerSubscriptionInMsg": "-5"}, "'dispatchThrottlingRatePerSubscriptionInMsg': -5 is not allowed"),
+    ({"dispatchThrottlingRatePerTopicInByte": "1.5"}, "'dispatchThrottlingRatePerTopicInByte'"),
+    ({"ratePeriodInSecond": "0"}, "'ratePeriodInSecond': 0 is not allowed; expected a positive integer"),
+    ({"ratePeriodInSecond": "-1"}, "'ratePeriodInSecond': -1 is not allowed"),
+    ({"throttlingMode": "fast"}, "'throttlingMode': 'fast' is not allowed; expected one of precise, batch"),
+    ({"preciseDispatcherFlowControl": "true", "dispatchThrottlingOnBatchMessageEnabled": "true"}, "mutually exclusive"),
+    ({"throttlingMode": "precise", "dispatchThrottlingOnBatchMessageEnabled": "true"}, "contradicts"),
+    ({"quotaSource": "zookeeper"}, "'quotaSource': 'zookeeper' is not allowed; expected one of options, broker, both"),
+    ({"startingOffsets": "{not json"}, "'startingOffsets': not 'earliest', 'latest' or valid JSON"),
+    ({"startingOffsets": "[]"}, "'startingOffsets': the JSON must be a non-empty object"),
+    ({"startingOffsets": '{"orders-partition-0": {"ledgerId": 1}}'}, "'startingOffsets' for partition"),
+    ({"startingOffsets": "earliest", "startingTime": "5"}, "exclusive"),
+    ({"startingTime": "yesterday"}, "'startingTime'"),
+    ({"failOnDataLoss": "maybe"}, "'failOnDataLoss': 'maybe' is not allowed; expected true or false"),
+    ({"service.url": "http://x:6650"}, "'service.url': 'http://x:6650' is not a valid URL; expected pulsar://host:port"),
+    ({"admin.url": "localhost:8080"}, "'admin.url'"),
+    ({"admin.url": "http://host:99999"}, "'admin.url'"),
+    ({"pollTimeoutMs": "0"}, "'pollTimeoutMs': 0 is not allowed"),
+    ({"nonBacklogThresholdEntries": "-3"}, "'nonBacklogThresholdEntries'"),
+    ({"dispatchThrottlingOnNonBacklogConsumerEnabled": "yes"}, "'dispatchThrottlingOnNonBacklogConsumerEnabled'"),
+    ({"relativeToPublishRate": "1"}, "'relativeToPublishRate'"),
+    ({"maxEntriesPerTrigger": "0"}, "'maxEntriesPerTrigger'"),
+    ({"subscription": "bad name!"}, "'subscription'"),
+    ({"startingOffset": "earliest"}, "Unknown option(s) 'startingoffset'"),
+    ({"pulsar.client.noSuchThing": "1"}, "'pulsar.client.nosuchthing' is not a setting of pulsar-client"),
+    ({"pulsar.reader.receiverQueueSize": "big"}, "'pulsar.reader.receiverqueuesize': 'big' is not an integer"),
+    ({"pulsar.client.authParams": "password=hunter2"}, "'pulsar.client.authParams': expected 'token:<jwt>'"),
+    ({"policyRefreshIntervalMs": "-1"}, "'policyRefreshIntervalMs'"),
+]
+
+
+@pytest.mark.parametrize("extra,message", BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_option_names_the_option_and_what_is_allowed(extra, message):
+    opts = {} if not extra and message.startswith("Exactly") else BASE
+    raw = {**opts, **extra}
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_options({k.lower(): v for k, v in raw.items()})
+
+
+def test_invalid_pattern():
+    with pytest.raises(ValueError, match="'topicsPattern'.*not a valid regular expression"):
+        parse_options({"topicspattern": "persistent://public/default/orders-(["})
+
+
+def test_secret_never_in_error_messages():
+    with pytest.raises(ValueError) as err:
+        parse_options({**BASE, "pulsar.client.authparams": "hunter2-secret"})
+    assert "hunter2" not in str(err.value)
