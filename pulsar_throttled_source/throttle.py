@@ -585,11 +585,16 @@ class QuotaEngine:
         start = plan.entries
         base_msgs, base_bytes = plan.msgs(start), plan.bytes(start)
 
+        # Precise mode prices entries at an estimated messages-per-entry: admit the entry
+        # count nearest the quota (up to half an entry over, carried as debt) rather than
+        # always rounding down, which would lose the same slack every window (a drift).
+        msgs_slack = 0.5 * plan.msgs_per_entry if self.config.mode == "precise" else 0.0
+
         def violated(entries: int) -> tuple[_Cap, str] | None:
             add_msgs = plan.msgs(entries) - base_msgs
             add_bytes = plan.bytes(entries) - base_bytes
             for cap in caps:
-                if add_msgs > cap.msgs + _EPSILON:
+                if add_msgs > cap.msgs + msgs_slack + _EPSILON:
                     return cap, "msgs"
                 if add_bytes > cap.bytes + _EPSILON:
                     return cap, "bytes"

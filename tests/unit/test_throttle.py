@@ -259,8 +259,25 @@ def test_precise_mode_without_a_sample_reads_one_entry_first() -> None:
     [first] = quota.plan([demand(sample=None, topic=topic)])
     assert (first.entries, first.msgs) == (1, 1.0)
     assert first.held_back is not None and "estimate" in first.held_back
-    # Once a sample arrives, the rest of the window's quota (499) is used: 49 entries.
-    assert entries(quota.plan([demand(sample=10.0, topic=topic)])) == [49]
+    # Once a sample arrives, the rest of the window's quota (499) is used: 499/10 = 49.9,
+    # and precise mode admits the nearest whole entry count, 50 (1 message of debt).
+    assert entries(quota.plan([demand(sample=10.0, topic=topic)])) == [50]
+
+
+def test_precise_mode_rounds_to_the_nearest_entry_so_slack_does_not_drift() -> None:
+    # An estimate just above 10 messages per entry: rounding down would admit 49 entries
+    # (490 messages) every window, 2 % short for ever; nearest-entry admits 50 and the
+    # half-entry overshoot is paid back as debt, so the long-run rate equals the quota.
+    clock = FakeClock(1000.0)
+    quota = engine(clock, mode="precise")
+    topic = Rate(msgs=500)
+    delivered = []
+    for _ in range(40):
+        [admission] = quota.plan([demand(sample=10.04, topic=topic)])
+        delivered.append(admission.msgs)
+        clock.advance(1)
+    assert all(abs(d - 500) <= 0.05 * 500 for d in delivered)
+    assert abs(sum(delivered) / len(delivered) - 500) <= 0.01 * 500
 
 
 def test_one_entry_larger_than_the_byte_quota_is_admitted_once_then_paid_back() -> None:
