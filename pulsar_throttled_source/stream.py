@@ -9,6 +9,7 @@ micro-batch may cover: everything available, or what the quota engine admits.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 
@@ -27,6 +28,26 @@ from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
 from .topics import TopicName
 
 log = logging.getLogger("pulsar_throttled_source")
+
+
+class _StderrUnlessConfigured(logging.StreamHandler):
+    """Planning runs in Spark's Python streaming-source runner, where nobody configures logging:
+    print our INFO lines to stderr (Spark forwards it to the driver's console) unless the root
+    logger has handlers, in which case the record reaches them by propagation instead."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not logging.getLogger().handlers:
+            super().emit(record)
+
+
+if not any(isinstance(h, _StderrUnlessConfigured) for h in log.handlers):
+    _handler = _StderrUnlessConfigured()
+    _handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    log.addHandler(_handler)
+    if log.level == logging.NOTSET:  # the runner inherits the driver's environment
+        _level = logging.getLevelName(os.environ.get("PULSAR_THROTTLED_LOG_LEVEL", "INFO").upper())
+        log.setLevel(_level if isinstance(_level, int) else logging.INFO)
+
 UNLIMITED_ROWS = 2**62  # "no cap" as a ReadMaxRows, so Trigger.Once's ReadAllAvailable stays distinguishable
 
 
@@ -73,6 +94,15 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._report: dict = {}
         self._warned: set[tuple] = set()
         self._last_summary = ""
+
+    def __getstate__(self) -> dict:
+        # Spark pickles this reader into every read task: ship options only, not the
+        # driver's admin session, caches or quota engine (rebuilt lazily where needed).
+        state = self.__dict__.copy()
+        for name in ("_admin", "_catalog", "_policies", "_engine"):
+            state[name] = None
+        state["_rates"] = PublishRateTracker()
+        return state
 
     # -- lazily built collaborators (the reader is pickled to the runner process first) ---
     @property
@@ -173,6 +203,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin[partition] = s
             backlogs[partition] = layout.backlog_after(s, until)
         admitted = self._admit(backlogs, limit, snap)
+        # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
+        # an exhausted quota window must not plan an empty batch before the target is reached:
+        # wait for the next window (windows start on whole epoch seconds) and plan again.
+        while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
+            log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
+            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+            admitted = self._admit(backlogs, limit, snap)
 
         end = dict(starts)
         for partition, s in begin.items():

@@ -1,0 +1,161 @@
+"""How long one planning step (`latestOffset`) takes, and whether idle polls reach the broker.
+
+Starts its own LocalBroker, creates topics of 1, 16 and 64 partitions with a backlog spanning
+several ledgers per partition, builds a `PulsarStreamReader` directly (no Spark), and with
+quotas on (so the quota engine and its SQLite store run every time) calls
+
+    latestOffset(start, ReadMaxRows(...))
+
+repeatedly with a warm metadata cache. Prints the median and p99 per partition count, then
+the number of admin requests made during 100 idle polls inside the metadata refresh
+interval. Targets: median < 20 ms at 64 partitions; 0 admin requests on idle polls.
+
+    .venv/bin/python bench/planning.py [--calls 300] [--keep-broker-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pulsar
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.stream import UNLIMITED_ROWS, PulsarStreamReader
+from pulsar_throttled_source.topics import TopicName
+
+PARTITION_COUNTS = (1, 16, 64)
+ENTRIES_PER_LEDGER = 50
+ENTRIES_PER_PARTITION = 120  # 3 ledgers per partition: planning walks ledger lists
+
+
+def make_topic(admin: PulsarAdmin, client: pulsar.Client, partitions: int) -> str:
+    topic = TopicName.parse(f"bench-planning-{partitions}p-{time.time_ns()}")
+    admin.create_partitioned_topic(topic, partitions)
+    counter = iter(range(1 << 62))
+    producer = client.create_producer(str(topic), batching_enabled=False, block_if_queue_full=True,
+                                      message_router=lambda msg, n: next(counter) % n)
+    for i in range(partitions * ENTRIES_PER_PARTITION):
+        producer.send_async(f"m-{i}".encode(), None)
+    producer.flush()
+    producer.close()
+    return str(topic)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int) -> PulsarStreamReader:
+    return PulsarStreamReader(parse_options({
+        "service.url": broker.service_url,
+        "admin.url": broker.admin_url,
+        "topic": topic,
+        "startingOffsets": "earliest",
+        "subscription": "bench",
+        "metadataRefreshIntervalMs": str(refresh_ms),
+        "quotaStatePath": str(state),
+        # Quotas large enough that every call admits (the full engine path), at all levels.
+        "dispatchThrottlingRateInMsg": "1000000000",
+        "dispatchThrottlingRatePerTopicInMsg": "1000000000",
+        "dispatchThrottlingRatePerSubscriptionInByte": "1000000000000",
+    }))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=300, help="timed latestOffset calls per partition count")
+    parser.add_argument("--cold-calls", type=int, default=30, help="calls with a metadata refresh each (for comparison)")
+    parser.add_argument("--idle-polls", type=int, default=100)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    logging.getLogger("pulsar_throttled_source").setLevel(logging.WARNING)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-planning-"))
+    print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
+    with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER) as broker:
+        admin = PulsarAdmin(broker.admin_url)
+        client = pulsar.Client(broker.service_url, logger=_quiet())
+        try:
+            topics = {n: make_topic(admin, client, n) for n in PARTITION_COUNTS}
+        finally:
+            client.close()
+
+        print(f"latestOffset with quotas on, warm cache, {args.calls} calls each "
+              f"({ENTRIES_PER_PARTITION} entries in {-(-ENTRIES_PER_PARTITION // ENTRIES_PER_LEDGER)} ledgers per partition):")
+        results = {}
+        for n, topic in topics.items():
+            # A refresh interval longer than the run: every timed call uses the cached layouts.
+            reader = reader_for(broker, topic, work / f"quota-{n}.sqlite", refresh_ms=3_600_000)
+            start = reader.initialOffset()
+            limit = ReadMaxRows(UNLIMITED_ROWS)
+            for _ in range(5):  # warm up: engine, sqlite connection, imports
+                reader.latestOffset(start, limit)
+            times = []
+            for _ in range(args.calls):
+                t0 = time.perf_counter()
+                end = reader.latestOffset(start, limit)
+                times.append((time.perf_counter() - t0) * 1000)
+            assert end != start, "the quotas admitted nothing: the engine path was not measured"
+            # The engine charged its buckets on every call: source-wide + topic and subscription per partition.
+            buckets = reader.engine._store.keys()
+            assert len(buckets) == 1 + 2 * n, buckets
+            results[n] = (statistics.median(times), percentile(times, 0.99))
+            # For comparison: a metadata refresh (admin round trips) on every call.
+            cold = reader_for(broker, topic, work / f"quota-cold-{n}.sqlite", refresh_ms=0)
+            cold_start = cold.initialOffset()
+            cold_times = []
+            for _ in range(args.cold_calls):
+                t0 = time.perf_counter()
+                cold.latestOffset(cold_start, limit)
+                cold_times.append((time.perf_counter() - t0) * 1000)
+            print(f"  {n:3d} partitions: median {results[n][0]:7.2f} ms   p99 {results[n][1]:7.2f} ms"
+                  f"   (cold cache, refresh every call: median {statistics.median(cold_times):7.2f} ms)")
+            reader.stop()
+            cold.stop()
+
+        # Idle polls: Spark polls latestOffset + reportLatestOffset when there is no new data;
+        # inside the refresh interval they must not reach the broker.
+        reader = reader_for(broker, topics[64], work / "quota-idle.sqlite", refresh_ms=60_000)
+        start = reader.initialOffset()
+        caught_up = reader.latestOffset(start, ReadMaxRows(UNLIMITED_ROWS))
+        while True:  # read everything, so the following polls are idle
+            nxt = reader.latestOffset(caught_up, ReadMaxRows(UNLIMITED_ROWS))
+            if nxt == caught_up:
+                break
+            caught_up = nxt
+        before = reader.admin.requests_made
+        t0 = time.perf_counter()
+        for _ in range(args.idle_polls):
+            assert reader.latestOffset(caught_up, ReadMaxRows(UNLIMITED_ROWS)) == caught_up
+            reader.reportLatestOffset()
+        elapsed = time.perf_counter() - t0
+        idle_requests = reader.admin.requests_made - before
+        print(f"admin requests during {args.idle_polls} idle polls (64 partitions, inside the refresh interval): "
+              f"{idle_requests} ({elapsed * 1000 / args.idle_polls:.2f} ms per poll)")
+        reader.stop()
+        admin.close()
+
+    ok = results[64][0] < 20 and idle_requests == 0
+    print(f"targets: median < 20 ms at 64 partitions: {'met' if results[64][0] < 20 else 'MISSED'}; "
+          f"0 admin requests on idle polls: {'met' if idle_requests == 0 else 'MISSED'}")
+    return 0 if ok else 1
+
+
+def _quiet() -> logging.Logger:
+    logger = logging.getLogger("bench-pulsar-client")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+if __name__ == "__main__":
+    sys.exit(main())

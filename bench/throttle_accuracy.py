@@ -1,0 +1,266 @@
+"""How exactly the throttled source meets its quota, window by window, in both modes.
+
+Starts its own LocalBroker, produces a backlog on a 2-partition topic whose entries hold a
+varying number of messages (8..12, mean 10, like a producer that batches by time), then runs
+a throttled Spark drain of `--seconds` (default 60) in each mode with a processing-time
+trigger equal to the period:
+
+- batch mode, `dispatchThrottlingRatePerTopicInMsg=50`: one entry counts as one message,
+  so delivered *entries* per window and partition are compared with 50;
+- precise mode, `dispatchThrottlingRatePerTopicInMsg=500`: delivered *messages* per window
+  and partition are compared with 500 (the engine estimates messages per entry).
+
+Each micro-batch is attributed to the quota window it was planned in (from the query
+progress). Prints per-window delivered vs quota, the largest over-delivery and the mean
+error per mode, and saves a plot to bench/out/throttle_accuracy.png.
+Targets: batch mode never over-delivers; precise mode within 5 % per window.
+
+    .venv/bin/python bench/throttle_accuracy.py [--seconds 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pulsar
+
+from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.topics import TopicName
+
+OUT = Path(__file__).resolve().parent / "out"
+PARTITIONS = 2
+MSGS_PER_ENTRY = (8, 12)  # uniform, inclusive
+MODES = {
+    # mode: (quota per window and partition, what is counted)
+    "batch": (50, "entries"),
+    "precise": (500, "messages"),
+}
+
+
+def produce_backlog(client: pulsar.Client, topic: str, entries_per_partition: int, seed: int = 7) -> dict[str, int]:
+    """Entries of 8..12 messages: each entry is one batch closed by flush()."""
+    counts: dict[str, int] = {}
+
+    def fill(partition: str, rnd: random.Random) -> None:
+        producer = client.create_producer(partition, batching_enabled=True, batching_max_messages=1000,
+                                          batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
+        sent = 0
+        for e in range(entries_per_partition):
+            for i in range(rnd.randint(*MSGS_PER_ENTRY)):
+                producer.send_async(f"e{e}-m{i}".encode().ljust(40, b"."), None)
+                sent += 1
+            producer.flush()
+        producer.close()
+        counts[partition] = sent
+
+    name = TopicName.parse(topic)
+    threads = [threading.Thread(target=fill, args=(str(name.partition(i)), random.Random(seed + i))) for i in range(PARTITIONS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.batches: dict[int, dict[str, tuple[int, int]]] = {}  # batch -> partition -> (entries, msgs)
+        self.lock = threading.Lock()
+
+    def __call__(self, df, batch_id: int) -> None:
+        entries: dict[str, set] = defaultdict(set)
+        msgs: dict[str, int] = defaultdict(int)
+        for r in df.select("topic", "messageId").collect():
+            mid = pulsar.MessageId.deserialize(bytes(r.messageId))
+            entries[r.topic].add((mid.ledger_id(), mid.entry_id()))
+            msgs[r.topic] += 1
+        with self.lock:
+            self.batches[batch_id] = {p: (len(entries[p]), msgs[p]) for p in msgs}
+
+    def data_batches(self) -> int:
+        with self.lock:
+            return sum(1 for b in self.batches.values() if b)
+
+
+def run_mode(spark, broker: LocalBroker, topic: str, mode: str, seconds: float, work: Path) -> dict:
+    quota, unit = MODES[mode]
+    rec = Recorder()
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {
+        "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
+        "startingOffsets": "earliest", "subscription": f"accuracy-{mode}", "throttlingMode": mode,
+        "dispatchThrottlingRatePerTopicInMsg": quota, "quotaStatePath": work / f"quota-{mode}.sqlite",
+        "metadataRefreshIntervalMs": 500,
+    }.items():
+        reader = reader.option(k, str(v))
+    query = (reader.load().writeStream.foreachBatch(rec).trigger(processingTime="1 second")
+             .option("checkpointLocation", str(work / f"cp-{mode}")).start())
+    deadline = time.monotonic() + 180
+    while rec.data_batches() == 0 and time.monotonic() < deadline:  # query start-up is not measured
+        time.sleep(0.1)
+    time.sleep(seconds)
+    last = max(rec.batches)
+    while last not in _planned(query) and time.monotonic() < deadline + seconds:
+        time.sleep(0.1)
+    query.stop()
+
+    # Planning window of each batch: the engine plans at the end of latestOffset.
+    windows: dict[int, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for batch_id, progress in _planned(query).items():
+        got = rec.batches.get(batch_id)
+        if not got:
+            continue
+        start = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+        window = math.floor(start + progress["durationMs"].get("latestOffset", 0) / 1000.0)
+        for partition, (entries, msgs) in got.items():
+            windows[window][partition].append(entries if unit == "entries" else msgs)
+    rows = []
+    for w in sorted(windows):
+        for partition in sorted(windows[w]):
+            values = windows[w][partition]
+            rows.append((w, partition, sum(values), len(values)))
+    return {"mode": mode, "quota": quota, "unit": unit, "rows": rows}
+
+
+def _planned(query) -> dict[int, dict]:
+    return {int(p["batchId"]): p for p in query.recentProgress if "addBatch" in (p["durationMs"] or {})}
+
+
+def report(result: dict) -> dict:
+    quota, unit, rows = result["quota"], result["unit"], result["rows"]
+    partitions = sorted({p for _, p, _, _ in rows})
+    cells = {(w, p): d for w, p, d, _ in rows}
+    windows = sorted({w for w, _, _, _ in rows})
+    print(f"\n== {result['mode']} mode: quota {quota} {unit} per window and partition ==")
+    print("window  " + "  ".join(f"{'partition ' + p.rsplit('-', 1)[-1]:>20}" for p in partitions))
+    for w in windows:
+        cols = []
+        for p in partitions:
+            d = cells.get((w, p))
+            cols.append(f"{d:>10} ({100 * (d - quota) / quota:+5.1f}%)" if d is not None else f"{'-':>20}")
+        print(f"{w - windows[0]:>6}  " + "  ".join(f"{c:>20}" for c in cols))
+    errors = [(d - quota) / quota for _, _, d, _ in rows]
+    # Windows after the first batch (its start-up takes seconds) in which no trigger planned.
+    steady = windows[1:]
+    missed = (steady[-1] - steady[0] + 1 - len(steady)) if steady else 0
+    over = max((d - quota for _, _, d, _ in rows), default=0)
+    summary = {
+        "windows": len(windows),
+        "missed": missed,
+        "largest_over": over,
+        "largest_over_pct": 100 * over / quota,
+        "largest_under_pct": 100 * min(errors, default=0.0),
+        "mean_abs_error_pct": 100 * statistics.fmean(abs(e) for e in errors) if errors else 0.0,
+        "mean_error_pct": 100 * statistics.fmean(errors) if errors else 0.0,
+        "within_5pct": sum(1 for e in errors if abs(e) <= 0.05),
+        "cells": len(errors),
+        "total": sum(d for _, _, d, _ in rows),
+    }
+    per_partition = ", ".join(
+        f"partition {p.rsplit('-', 1)[-1]} {100 * statistics.fmean((d - quota) / quota for _, q, d, _ in rows if q == p):+.2f}%"
+        for p in partitions)
+    print(f"windows with a batch: {summary['windows']} (after start-up, windows without a trigger: {summary['missed']}); "
+          f"delivered {summary['total']} {unit}")
+    print(f"largest over-delivery: {summary['largest_over']} {unit} ({summary['largest_over_pct']:+.1f}%); "
+          f"largest under-delivery: {summary['largest_under_pct']:+.1f}%")
+    print(f"mean error: {summary['mean_error_pct']:+.2f}% ({per_partition}); mean |error| {summary['mean_abs_error_pct']:.2f}%; "
+          f"windows within 5%: {summary['within_5pct']}/{summary['cells']}")
+    return summary
+
+
+def plot(results: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(results), 1, figsize=(10, 3.6 * len(results)), squeeze=False)
+    for ax, result in zip(axes[:, 0], results):
+        quota, rows = result["quota"], result["rows"]
+        w0 = rows[0][0] if rows else 0
+        for partition in sorted({p for _, p, _, _ in rows}):
+            xs = [w - w0 for w, p, _, _ in rows if p == partition]
+            ys = [d for _, p, d, _ in rows if p == partition]
+            ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, label=f"partition {partition.rsplit('-', 1)[-1]}")
+        ax.axhline(quota, color="black", linestyle="--", linewidth=1, label="quota")
+        if result["mode"] == "precise":
+            ax.axhspan(quota * 0.95, quota * 1.05, color="green", alpha=0.1, label="±5%")
+        ax.set_title(f"{result['mode']} mode: delivered {result['unit']} per window (quota {quota})")
+        ax.set_xlabel("window (s since first batch)")
+        ax.set_ylabel(result["unit"])
+        ax.set_ylim(0, quota * 1.3)
+        ax.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60.0, help="length of each throttled drain")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    work = Path(tempfile.mkdtemp(prefix="bench-accuracy-"))
+    # Enough backlog that neither drain runs out: 50 entries per second plus a margin.
+    entries = int(50 * (args.seconds + 20))
+    print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
+    with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=500) as broker:
+        admin = PulsarAdmin(broker.admin_url)
+        topic = TopicName.parse(f"bench-accuracy-{time.time_ns()}")
+        admin.create_partitioned_topic(topic, PARTITIONS)
+        client = pulsar.Client(broker.service_url, logger=_quiet())
+        t0 = time.time()
+        counts = produce_backlog(client, str(topic), entries)
+        client.close()
+        print(f"backlog: {entries} entries per partition, {sum(counts.values())} messages "
+              f"({sum(counts.values()) / (entries * PARTITIONS):.2f} per entry), produced in {time.time() - t0:.1f} s", file=sys.stderr)
+
+        from pyspark.sql import SparkSession
+
+        spark = (SparkSession.builder.master("local[2]").appName("throttle-accuracy")
+                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            results = [run_mode(spark, broker, str(topic), mode, args.seconds, work) for mode in MODES]
+        finally:
+            spark.stop()
+        admin.close()
+
+    summaries = {r["mode"]: report(r) for r in results}
+    path = OUT / "throttle_accuracy.png"
+    plot(results, path)
+    batch_ok = summaries["batch"]["largest_over"] <= 0
+    precise_ok = summaries["precise"]["within_5pct"] == summaries["precise"]["cells"]
+    print(f"\nplot: {path}")
+    print(f"targets: batch mode never over-delivers: {'met' if batch_ok else 'MISSED'}; "
+          f"precise mode within 5% per window: {'met' if precise_ok else 'MISSED'} "
+          f"({summaries['precise']['within_5pct']}/{summaries['precise']['cells']} windows)")
+    return 0 if batch_ok and precise_ok else 1
+
+
+def _quiet():
+    import logging
+
+    logger = logging.getLogger("bench-pulsar-client")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,664 @@
+"""Throttling end to end: a real Pulsar broker, local Spark, and what the sink received.
+
+Every test records, per micro-batch, the distinct entries (ledger, entry) and messages per
+partition that reached a foreachBatch sink, and when the batch was planned (from the query
+progress: trigger start .. end of latestOffset). Quota windows are epoch aligned, so a
+batch is attributed to the window(s) its planning may have run in, and the assertions are
+on entries/messages/bytes per micro-batch and per window, never on wall-clock speed.
+
+With a processing-time trigger equal to the period, Spark starts at most one trigger per
+window (the next trigger time is the next interval boundary after the trigger start), so a
+slow machine misses windows but never plans two batches of one query into one window.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pulsar
+import pytest
+from helpers import create_topic, produce, wait_until
+
+from pulsar_throttled_source.topics import TopicName
+
+PERIOD_S = 1
+TRIGGER = {"processingTime": f"{PERIOD_S} second"}
+
+# The shared backlog of tests 1, 2 and 4: 2 partitions, 10 messages per entry.
+BACKLOG_PARTITIONS = 2
+BACKLOG_MSGS_PER_ENTRY = 10
+BACKLOG_ENTRIES = 300  # per partition: 6 windows at 50 entries
+
+
+# ---------------------------------------------------------------------------------------
+# Recording what the sink received
+
+
+@dataclass
+class Batch:
+    batch_id: int
+    wall: float  # when the sink saw it
+    entries: dict[str, set[tuple[int, int]]]  # partition topic -> distinct (ledger, entry)
+    msgs: dict[str, int]
+    value_bytes: dict[str, int]
+    ids: list[bytes]
+    planned: tuple[float, float] | None = None  # planning ran in [trigger start, end of latestOffset]
+
+    @property
+    def rows(self) -> int:
+        return sum(self.msgs.values())
+
+    def n_entries(self, partition: str) -> int:
+        return len(self.entries.get(partition, ()))
+
+    def planned_windows(self, period_s: int = PERIOD_S) -> tuple[int, ...]:
+        assert self.planned is not None
+        lo, hi = self.planned
+        return tuple(range(math.floor(lo / period_s), math.floor(hi / period_s) + 1))
+
+
+@dataclass
+class Sink:
+    """foreachBatch target; a batch re-run after a failure replaces its record."""
+
+    name: str = "query"
+    period_s: int = PERIOD_S
+    batches: dict[int, Batch] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __call__(self, df, batch_id: int) -> None:
+        rows = df.select("topic", "messageId", "value").collect()
+        entries: dict[str, set[tuple[int, int]]] = defaultdict(set)
+        msgs: dict[str, int] = defaultdict(int)
+        size: dict[str, int] = defaultdict(int)
+        ids = []
+        for r in rows:
+            raw = bytes(r.messageId)
+            mid = pulsar.MessageId.deserialize(raw)
+            entries[r.topic].add((mid.ledger_id(), mid.entry_id()))
+            msgs[r.topic] += 1
+            size[r.topic] += len(r.value)
+            ids.append(raw)
+        with self.lock:
+            self.batches[batch_id] = Batch(batch_id, time.time(), dict(entries), dict(msgs), dict(size), ids)
+
+    # -- views ---------------------------------------------------------------------------
+    def snapshot(self) -> list[Batch]:
+        with self.lock:
+            return [self.batches[b] for b in sorted(self.batches)]
+
+    def data_batches(self) -> list[Batch]:
+        return [b for b in self.snapshot() if b.rows]
+
+    def total(self) -> int:
+        return sum(b.rows for b in self.snapshot())
+
+    def attach_progress(self, query) -> None:
+        """Planning interval of each batch: progress timestamp (trigger start) .. + latestOffset."""
+        planned = {batch_id: planning_interval(p) for batch_id, p in planned_batches(query).items()}
+        previous = 0.0
+        for b in self.snapshot():
+            # A batch whose progress was not recorded (query stopped right after it) was
+            # planned after the previous batch was planned and before the sink saw it.
+            b.planned = planned.get(b.batch_id, (previous, b.wall))
+            previous = b.planned[1]
+
+    def table(self, partitions: list[str]) -> str:
+        lines = [f"{self.name}: batch, planned (window of {self.period_s} s), then entries/msgs/value bytes per partition"]
+        for b in self.snapshot():
+            when = f"{b.planned[0]:.3f}+{b.planned[1] - b.planned[0]:.3f}s {b.planned_windows(self.period_s)}" if b.planned else "?"
+            cells = " | ".join(f"{b.n_entries(p)}e/{b.msgs.get(p, 0)}m/{b.value_bytes.get(p, 0)}B" for p in partitions)
+            lines.append(f"  #{b.batch_id} {when}: {cells}")
+        return "\n".join(lines)
+
+
+def planning_interval(progress) -> tuple[float, float]:
+    start = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    return start, start + (progress["durationMs"] or {}).get("latestOffset", 0) / 1000.0
+
+
+def per_window_ok(batches: list[Batch], measure, limit: float, period_s: int = PERIOD_S) -> tuple[bool, str]:
+    """Is there an attribution of batches to their possible planning windows such that, per
+    window and partition, the summed measure(batch, partition) is <= limit? (Batches of
+    several queries may be mixed: they then share the limit.)"""
+    fixed: dict[tuple[int, str], float] = defaultdict(float)
+    ambiguous: list[Batch] = []
+    for b in batches:
+        windows = b.planned_windows(period_s)
+        if len(windows) == 1:
+            for p in b.entries:
+                fixed[(windows[0], p)] += measure(b, p)
+        else:
+            ambiguous.append(b)
+    assert len(ambiguous) <= 12, f"{len(ambiguous)} batches with an ambiguous planning window: the machine is too slow"
+    worst = ""
+    for choice in itertools.product(*(b.planned_windows(period_s) for b in ambiguous)):
+        totals = dict(fixed)
+        for b, w in zip(ambiguous, choice):
+            for p in b.entries:
+                totals[(w, p)] = totals.get((w, p), 0.0) + measure(b, p)
+        over = {k: v for k, v in totals.items() if v > limit + 1e-9}
+        if not over:
+            return True, ""
+        worst = f"windows over {limit}: {sorted(over.items())}"
+    return False, worst
+
+
+# ---------------------------------------------------------------------------------------
+# Starting queries
+
+
+def options(broker, tmp_path: Path, topic: str, **extra) -> dict[str, str]:
+    opts = {
+        "service.url": broker.service_url,
+        "admin.url": broker.admin_url,
+        "topic": topic,
+        "startingOffsets": "earliest",
+        "quotaStatePath": str(tmp_path / "quota.sqlite"),
+        "metadataRefreshIntervalMs": "400",
+    }
+    opts.update({k: str(v) for k, v in extra.items()})
+    return opts
+
+
+def start_query(spark, opts: dict[str, str], checkpoint: Path, sink: Sink, trigger: dict | None = None):
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return (reader.load().writeStream.foreachBatch(sink).trigger(**(trigger or TRIGGER))
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+def planned_batches(query) -> dict[int, dict]:
+    """Progress of the triggers that ran a batch, by batch id."""
+    return {int(p["batchId"]): p for p in query.recentProgress if "addBatch" in (p["durationMs"] or {})}
+
+
+def stop(query, sink: Sink) -> None:
+    # Let the progress of the last batch the sink saw be recorded (it holds its planning time).
+    last = max((b.batch_id for b in sink.snapshot()), default=-1)
+    deadline = time.monotonic() + 10
+    while query.isActive and last not in planned_batches(query) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+    sink.attach_progress(query)
+
+
+def partitions_of(topic: str, n: int) -> list[str]:
+    name = TopicName.parse(topic)
+    return [str(name.partition(i)) for i in range(n)] if n > 0 else [str(name)]
+
+
+def send_entries(client: pulsar.Client, topic: str, n: int, prefix: str = "b", payload_size: int = 0) -> None:
+    """n non-batched messages (n entries) sent as one quick burst."""
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+    errors = []
+    for i in range(n):
+        body = f"{prefix}-{i}".encode().ljust(payload_size, b".")
+        producer.send_async(body, lambda res, _mid: errors.append(res) if res != pulsar.Result.Ok else None)
+    producer.flush()
+    producer.close()
+    assert not errors, errors
+
+
+def at_second_fraction(fraction: float) -> None:
+    """Sleep until `fraction` of a second past the next whole second: away from trigger starts."""
+    now = time.time()
+    target = math.floor(now) + fraction
+    if target <= now + 0.05:
+        target += 1
+    time.sleep(target - now)
+
+
+# ---------------------------------------------------------------------------------------
+# Shared data
+
+
+@pytest.fixture(scope="module")
+def backlog_topic(admin, pulsar_client) -> str:
+    """2 partitions x 300 entries of 10 messages: several periods of backlog at 50 entries."""
+    topic = create_topic(admin, f"throttle-backlog-{time.time_ns()}", BACKLOG_PARTITIONS)
+    produce(pulsar_client, topic, BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY, batch=BACKLOG_MSGS_PER_ENTRY)
+    stats = admin.partitioned_internal_stats(TopicName.parse(topic))
+    per_partition = {p: s["entriesAddedCounter"] for p, s in stats.items()}
+    # A slow machine may close some batches early (more, smaller entries): tests count the
+    # entries the broker reports, and precise mode reads the average from the counters.
+    assert all(n >= BACKLOG_ENTRIES for n in per_partition.values()), per_partition
+    return topic
+
+
+def backlog_entries(admin, topic: str) -> dict[str, int]:
+    stats = admin.partitioned_internal_stats(TopicName.parse(topic))
+    return {p: int(s["entriesAddedCounter"]) for p, s in stats.items()}
+
+
+# ---------------------------------------------------------------------------------------
+# 1. batch mode: never more entries than the quota, per batch and per window
+
+
+def test_batch_mode_admits_exactly_the_entry_quota_per_window(spark, broker, admin, backlog_topic, tmp_path):
+    quota = 50
+    parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
+    entries = backlog_entries(admin, backlog_topic)
+    total_msgs = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
+    sink = Sink("batch mode")
+    query = start_query(spark, options(broker, tmp_path, backlog_topic, subscription="batch-mode", throttlingMode="batch",
+                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: sink.total() >= total_msgs, 150, what="the whole backlog")
+    finally:
+        stop(query, sink)
+    table = sink.table(parts)
+    print(table)
+    batches = sink.data_batches()
+
+    ids = [i for b in batches for i in b.ids]
+    assert len(ids) == len(set(ids)) == total_msgs, table
+    for p in parts:
+        got = [b.n_entries(p) for b in batches if b.n_entries(p)]
+        assert sum(got) == entries[p], table
+        assert max(got) <= quota, f"a micro-batch admitted more than {quota} entries of {p}\n{table}"
+        # Batch mode is exact and leaves no debt, so every window with backlog gets the full
+        # quota; only the batch that drains the partition may be smaller.
+        assert all(n == quota for n in got[:-1]), f"{p}: {got}\n{table}"
+        assert len(got) >= math.ceil(entries[p] / quota), table
+    ok, why = per_window_ok(batches, lambda b, p: b.n_entries(p), quota)
+    assert ok, f"{why}\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 2. precise mode: messages per window near the quota, long-run average within 2 %
+
+
+def test_precise_mode_delivers_the_message_quota_per_window(spark, broker, admin, backlog_topic, tmp_path):
+    quota = 500
+    parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
+    total_msgs = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
+    sink = Sink("precise mode")
+    query = start_query(spark, options(broker, tmp_path, backlog_topic, subscription="precise-mode", throttlingMode="precise",
+                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: sink.total() >= total_msgs, 150, what="the whole backlog")
+    finally:
+        stop(query, sink)
+    table = sink.table(parts)
+    print(table)
+    batches = sink.data_batches()
+    assert sum(b.rows for b in batches) == total_msgs, table
+    for p in parts:
+        got = [b.msgs.get(p, 0) for b in batches if b.msgs.get(p)]
+        full = got[:-1]  # the last batch of a partition takes what is left
+        assert len(full) >= 4, table
+        assert all(abs(n - quota) <= 0.10 * quota for n in full), f"{p}: {got}\n{table}"
+        assert abs(sum(full) / len(full) - quota) <= 0.02 * quota, f"{p}: {got}\n{table}"
+        assert got[-1] <= quota * 1.10, table
+    ok, why = per_window_ok(batches, lambda b, p: b.msgs.get(p, 0), quota * 1.10)
+    assert ok, f"{why}\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 3. byte quotas: alone, and with a message quota (the tighter wins)
+
+
+def test_byte_quota_alone_and_with_a_message_quota(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"throttle-bytes-{unique}", 0)
+    n_msgs, payload, byte_quota = 100, 1000, 20_000
+    produce(pulsar_client, topic, n_msgs, payload_size=payload)  # non-batched: one entry per message
+    internal = admin.internal_stats(TopicName.parse(topic))
+    # The engine prices an entry at its ledger's average size (the open ledger: its live counters).
+    avg: dict[int, float] = {}
+    for item in internal["ledgers"]:
+        entries, size = int(item.get("entries", 0)), int(item.get("size", 0))
+        if entries == 0:
+            entries, size = int(internal["currentLedgerEntries"]), int(internal["currentLedgerSize"])
+        if entries:
+            avg[int(item["ledgerId"])] = size / entries
+    largest = max(avg.values())
+
+    def stored_bytes(b: Batch, p: str) -> float:
+        return sum(avg[ledger] for ledger, _ in b.entries.get(p, ()))
+
+    cases = {
+        # name: (options, entries per full window expected, by which limit)
+        "bytes": ({"dispatchThrottlingRatePerTopicInByte": byte_quota}, None),
+        "msgs-tighter": ({"dispatchThrottlingRatePerTopicInByte": byte_quota, "dispatchThrottlingRatePerTopicInMsg": 10}, 10),
+        "bytes-tighter": ({"dispatchThrottlingRatePerSubscriptionInByte": byte_quota, "dispatchThrottlingRatePerTopicInMsg": 100}, None),
+    }
+    sinks, queries = {}, {}
+    try:
+        for name, (extra, _) in cases.items():
+            sinks[name] = Sink(name)
+            (tmp_path / name).mkdir()
+            queries[name] = start_query(spark, options(broker, tmp_path / name, topic, subscription=f"bytes-{name}",
+                                                       throttlingMode="batch", **extra), tmp_path / name / "cp", sinks[name])
+        wait_until(lambda: sinks["bytes"].total() >= n_msgs and sinks["bytes-tighter"].total() >= n_msgs
+                   and len(sinks["msgs-tighter"].data_batches()) >= 4, 200, what="the byte-throttled queries")
+    finally:
+        for name, q in queries.items():
+            stop(q, sinks[name])
+
+    [p] = partitions_of(topic, 0)
+    for name, (_, exact_entries) in cases.items():
+        sink = sinks[name]
+        table = sink.table([p]) + f"\n  ledger average entry sizes: { {k: round(v, 1) for k, v in avg.items()} }"
+        print(table)
+        batches = sink.data_batches()
+        got = [b.n_entries(p) for b in batches]
+        if exact_entries is not None:
+            assert all(n == exact_entries for n in got), f"{name}: {got}\n{table}"
+            continue
+        assert sum(got) == n_msgs, table
+        assert len(got) >= math.ceil(n_msgs * payload / byte_quota), table  # never all at once
+        for b in batches:
+            assert b.value_bytes[p] <= byte_quota, table
+            assert stored_bytes(b, p) <= byte_quota + 1e-6, f"{name}: batch {b.batch_id} priced over the byte quota\n{table}"
+        for b in batches[:-1]:  # the quota is used: the next entry would not have fitted
+            assert stored_bytes(b, p) > byte_quota - largest, f"{name}: batch {b.batch_id} left quota unused\n{table}"
+        ok, why = per_window_ok(batches, stored_bytes, byte_quota + 1e-6)
+        assert ok, f"{name}: {why}\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 4. two subscriptions share the topic quota, each within its own subscription quota
+
+
+def test_two_queries_share_the_topic_quota(spark, broker, admin, backlog_topic, tmp_path):
+    # b alone could take 25 of the 30; both together get exactly 30 whoever plans first.
+    topic_quota, quota_a, quota_b = 30, 10, 25
+    parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
+    shared = tmp_path / "shared-quota.sqlite"
+    sinks = {"a": Sink("subscription a"), "b": Sink("subscription b")}
+    queries = {}
+    try:
+        for name, sub_quota in (("a", quota_a), ("b", quota_b)):
+            opts = options(broker, tmp_path, backlog_topic, subscription=f"shared-{name}", throttlingMode="batch",
+                           quotaStatePath=shared, dispatchThrottlingRatePerTopicInMsg=topic_quota,
+                           dispatchThrottlingRatePerSubscriptionInMsg=sub_quota)
+            queries[name] = start_query(spark, opts, tmp_path / f"cp-{name}", sinks[name])
+
+        def same_window() -> int:
+            """Windows in which both queries certainly planned a batch with data."""
+            windows = []
+            for q in queries.values():
+                spans = [planning_interval(p) for p in planned_batches(q).values() if p["numInputRows"]]
+                windows.append({math.floor(lo) for lo, hi in spans if math.floor(lo) == math.floor(hi)})
+            return len(windows[0] & windows[1])
+
+        def b_drained() -> bool:
+            return max((sum(x.n_entries(p) for x in sinks["b"].data_batches()) for p in parts), default=0) >= BACKLOG_ENTRIES - quota_b
+
+        wait_until(lambda: (same_window() >= 3 or b_drained()) and all(len(s.data_batches()) >= 4 for s in sinks.values()),
+                   150, what="both queries planning in one window 3 times")
+    finally:
+        for name, q in queries.items():
+            stop(q, sinks[name])
+    table = sinks["a"].table(parts) + "\n" + sinks["b"].table(parts)
+    print(table)
+    a, b = sinks["a"].data_batches(), sinks["b"].data_batches()
+
+    for p in parts:
+        assert max(x.n_entries(p) for x in a) <= quota_a, table
+        assert max(x.n_entries(p) for x in b) <= quota_b, table
+        # b is bounded by its own quota, not by a's.
+        assert max(x.n_entries(p) for x in b) > quota_a, table
+    for mine in (a, b):
+        ok, why = per_window_ok(mine, lambda x, p: x.n_entries(p), quota_a if mine is a else quota_b)
+        assert ok, f"{why}\n{table}"
+    ok, why = per_window_ok(a + b, lambda x, p: x.n_entries(p), topic_quota)
+    assert ok, f"together: {why}\n{table}"
+
+    # Where both queries certainly planned in one window, together they used the whole topic
+    # quota: whichever came second got what the first left (within its own quota).
+    both = 0
+    for w in {x.planned_windows()[0] for x in a if len(x.planned_windows()) == 1}:
+        in_a = [x for x in a if x.planned_windows() == (w,)]
+        in_b = [x for x in b if x.planned_windows() == (w,)]
+        if in_a and in_b:
+            both += 1
+            for p in parts:
+                assert sum(x.n_entries(p) for x in in_a + in_b) == topic_quota, f"window {w}\n{table}"
+    assert both >= 1, f"the two queries never planned in the same window\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 5. quotaSource=broker: the topic's dispatch-rate policy, and a change while running
+
+
+def test_broker_policy_is_followed_and_a_change_applies_within_the_refresh_interval(
+        spark, broker, admin, pulsar_client, tmp_path, unique):
+    first, second, refresh_ms = 20, 5, 2000
+    topic = create_topic(admin, f"throttle-policy-{unique}", 2)
+    name = TopicName.parse(topic)
+    parts = partitions_of(topic, 2)
+    produce(pulsar_client, topic, 2 * 250)  # non-batched: 250 entries per partition
+
+    def applied_msgs() -> int | None:
+        return (admin.dispatch_rate(name, applied=True) or {}).get("dispatchThrottlingRateInMsg")
+
+    admin.set_dispatch_rate(name, {"dispatchThrottlingRateInMsg": first})
+    wait_until(lambda: applied_msgs() == first, 60, what="the topic dispatch rate to apply")
+
+    sink = Sink("broker policy")
+    changed_at = applied_at = math.inf
+    query = start_query(spark, options(broker, tmp_path, topic, subscription="policy", quotaSource="broker",
+                                       throttlingMode="batch", policyRefreshIntervalMs=refresh_ms), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: len(sink.data_batches()) >= 4, 150, what="4 batches under the first policy")
+        changed_at = time.time()
+        admin.set_dispatch_rate(name, {"dispatchThrottlingRateInMsg": second})
+        wait_until(lambda: applied_msgs() == second, 60, what="the changed dispatch rate to apply")
+        applied_at = time.time()
+        # Enough batches planned one refresh interval after the broker applied the change.
+        wait_until(lambda: sum(1 for b in sink.data_batches() if b.wall > applied_at + refresh_ms / 1000 + 1.5) >= 3,
+                   150, what="3 batches after the change")
+    finally:
+        stop(query, sink)
+        admin.remove_dispatch_rate(name)
+    table = sink.table(parts) + f"\n  change sent {changed_at:.3f}, applied by {applied_at:.3f}"
+    print(table)
+    batches = sink.data_batches()
+    before = [b for b in batches if b.planned[1] < changed_at]
+    after = [b for b in batches if b.planned[0] >= applied_at + refresh_ms / 1000]
+    assert len(before) >= 3 and len(after) >= 2, table
+    for p in parts:
+        assert all(b.n_entries(p) <= first for b in batches), table
+        assert all(b.n_entries(p) == first for b in before), table
+        assert all(b.n_entries(p) <= second for b in after), table
+        assert any(b.n_entries(p) == second for b in after), table
+    ok, why = per_window_ok(batches, lambda b, p: b.n_entries(p), first)
+    assert ok, f"{why}\n{table}"
+    ok, why = per_window_ok(after, lambda b, p: b.n_entries(p), second)
+    assert ok, f"{why}\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 6. relativeToPublishRate: keeps up with the publish rate, drains a backlog at the margin
+
+
+class Publisher(threading.Thread):
+    """Publishes non-batched messages at a steady rate; remembers when each was acknowledged."""
+
+    def __init__(self, client: pulsar.Client, topic: str, rate: float) -> None:
+        super().__init__(daemon=True)
+        self.producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+        self.rate = rate
+        self.acked: list[float] = []
+        self.halt = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            i, due = 0, time.time()
+            while not self.halt.is_set():
+                self.producer.send(f"live-{i}".encode())
+                self.acked.append(time.time())
+                i += 1
+                # Never faster than the rate: after a stall, go on from now rather than catch up.
+                due = max(due + 1 / self.rate, time.time())
+                self.halt.wait(max(0.0, due - time.time()))
+        except BaseException as e:  # surfaced by the test
+            self.error = e
+        finally:
+            self.producer.close()
+
+    def published_by(self, t: float) -> int:
+        return sum(1 for a in list(self.acked) if a <= t)
+
+
+def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broker, admin, pulsar_client, tmp_path, unique):
+    rate, margin, preexisting = 100, 40, 300
+    topic = create_topic(admin, f"throttle-relative-{unique}", 0)
+    [p] = partitions_of(topic, 0)
+    produce(pulsar_client, topic, preexisting, prefix="old")  # the backlog before the query starts
+    publisher = Publisher(pulsar_client, topic, rate)
+    publisher.start()
+    sink = Sink("relative")
+    query = None
+    try:
+        time.sleep(2)  # a steady publish rate before the query starts
+        query = start_query(spark, options(broker, tmp_path, topic, subscription="relative", throttlingMode="batch",
+                                           relativeToPublishRate="true", dispatchThrottlingRatePerTopicInMsg=margin,
+                                           metadataRefreshIntervalMs=300), tmp_path / "cp", sink)
+        started = time.time()
+        # Caught up: the sink holds everything published up to a second before.
+        wait_until(lambda: sink.total() >= preexisting + publisher.published_by(time.time() - 1.0), 120,
+                   what="the query to catch up")
+        caught_up = time.time()
+        time.sleep(6)  # and it stays caught up
+    finally:
+        if query is not None:
+            stop(query, sink)
+        publisher.halt.set()
+        publisher.join(10)
+    assert publisher.error is None, publisher.error
+    batches = sink.data_batches()
+    lines = [sink.table([p])]
+    delivered = 0
+    lag_after: list[int] = []
+    for b in batches:
+        delivered += b.rows
+        lag_after.append(preexisting + publisher.published_by(b.planned[0]) - delivered)
+    live_rate = len(publisher.acked) / (publisher.acked[-1] - publisher.acked[0])
+    lines.append(f"  lag after each batch: {lag_after}; measured publish rate {live_rate:.1f}/s; "
+                 f"started {started:.3f}, caught up {caught_up:.3f}")
+    table = "\n".join(lines)
+    print(table)
+
+    # Throttled: an unthrottled first batch would have taken the whole pre-existing backlog.
+    assert batches[0].rows < preexisting, table
+    # No window gets more than the publish rate plus the margin (with room for rate jitter).
+    ceiling = 1.3 * rate * PERIOD_S + margin
+    assert max(b.rows for b in batches) <= ceiling, table
+    ok, why = per_window_ok(batches, lambda b, q: b.msgs.get(q, 0), ceiling)
+    assert ok, f"{why}\n{table}"
+    # Draining: while backlog remains, each window delivers about the publish rate plus the
+    # margin (from the third batch on: the first plans know no publish rate yet), so the
+    # backlog shrinks by about the margin per window and is gone after several windows.
+    drain = next((i for i, lag in enumerate(lag_after) if lag <= live_rate * PERIOD_S), None)
+    assert drain is not None, f"never caught up\n{table}"
+    assert drain >= 3, table
+    for b in batches[2:drain]:
+        assert b.rows >= 0.7 * live_rate * PERIOD_S + margin, f"batch {b.batch_id} drained too slowly\n{table}"
+    # Bounded backlog once caught up: at most about one period of publishing plus the
+    # planning delay (metadata refresh) behind, even with a missed trigger.
+    assert max(lag_after[drain:]) <= 2 * live_rate * PERIOD_S + margin, table
+    assert lag_after[-1] <= 1.5 * live_rate * PERIOD_S, table
+
+
+# ---------------------------------------------------------------------------------------
+# 7. auto-off: a caught-up query is not held back; a new large backlog is throttled again
+
+
+def test_auto_off_passes_small_bursts_and_throttles_a_large_backlog(spark, broker, admin, pulsar_client, tmp_path, unique):
+    quota, threshold, burst, large = 20, 30, 25, 110
+    topic = create_topic(admin, f"throttle-autooff-{unique}", 0)
+    [p] = partitions_of(topic, 0)
+    sink = Sink("auto-off")
+    query = start_query(spark, options(broker, tmp_path, topic, subscription="autooff", throttlingMode="batch",
+                                       dispatchThrottlingRatePerTopicInMsg=quota,
+                                       dispatchThrottlingOnNonBacklogConsumerEnabled="false",
+                                       nonBacklogThresholdEntries=threshold), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: len(sink.snapshot()) >= 1, 120, what="the first (empty) batch")
+        time.sleep(1.5)
+        at_second_fraction(0.3)  # send between two trigger starts, so one planning sees all of it
+        send_entries(pulsar_client, topic, burst, prefix="burst")
+        wait_until(lambda: sink.total() >= burst, 60, what="the burst")
+        time.sleep(3)  # the burst's debt is paid back
+        at_second_fraction(0.3)
+        send_entries(pulsar_client, topic, large, prefix="large")
+        wait_until(lambda: sink.total() >= burst + large, 120, what="the large backlog")
+    finally:
+        stop(query, sink)
+    table = sink.table([p])
+    print(table)
+    batches = sink.data_batches()
+    assert batches[0].n_entries(p) == burst > quota, f"the caught-up burst was held back\n{table}"
+    rest = [b.n_entries(p) for b in batches[1:]]
+    assert sum(rest) == large, table
+    # While the backlog exceeds the threshold, the quota applies; only the final batch (the
+    # backlog at or under the threshold) passes unthrottled.
+    assert all(n <= quota for n in rest[:-1]), f"{rest}\n{table}"
+    assert rest[-1] <= threshold, table
+    assert len(rest) >= math.ceil((large - threshold) / quota) + 1, table
+    ok, why = per_window_ok(batches[1:-1], lambda b, q: b.n_entries(q), quota)
+    assert ok, f"{why}\n{table}"
+
+
+# ---------------------------------------------------------------------------------------
+# 8. Trigger.AvailableNow drains in throttled batches and stops; Trigger.Once reads all
+
+
+def test_available_now_drains_in_throttled_batches_and_stops(spark, broker, admin, pulsar_client, tmp_path, unique):
+    quota, period, per_partition = 50, 2, 200
+    topic = create_topic(admin, f"throttle-availnow-{unique}", 2)
+    parts = partitions_of(topic, 2)
+    sent = produce(pulsar_client, topic, 2 * per_partition)  # non-batched
+    before = {s.message_id for s in sent}
+    sink = Sink("available now", period_s=period)
+    # A 2 s period: batches run back to back, so several plans fall into one exhausted window.
+    query = start_query(spark, options(broker, tmp_path, topic, subscription="availnow", throttlingMode="batch",
+                                       dispatchThrottlingRatePerTopicInMsg=quota, ratePeriodInSecond=period),
+                        tmp_path / "cp", sink, trigger={"availableNow": True})
+    try:
+        wait_until(lambda: len(sink.snapshot()) >= 1, 120, what="the first batch")
+        later = produce(pulsar_client, topic, 40, prefix="late")  # after the start: not for this run
+        assert query.awaitTermination(180), "the AvailableNow query did not stop on its own"
+    finally:
+        stop(query, sink)
+    assert query.exception() is None
+    table = sink.table(parts)
+    print(table)
+    batches = sink.data_batches()
+    ids = [i for b in batches for i in b.ids]
+    assert len(ids) == len(set(ids)) == len(before) and set(ids) == before, f"{len(ids)} of {len(before)}\n{table}"
+    assert not set(ids) & {s.message_id for s in later}
+    for p in parts:
+        assert all(b.n_entries(p) <= quota for b in batches), table
+    assert len(batches) >= per_partition // quota, table
+    ok, why = per_window_ok(batches, lambda b, p: b.n_entries(p), quota, period_s=period)
+    assert ok, f"{why}\n{table}"
+
+
+def test_trigger_once_reads_everything_in_one_unthrottled_batch(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"throttle-once-{unique}", 2)
+    sent = produce(pulsar_client, topic, 200, batch=10)
+    sink = Sink("once")
+    query = start_query(spark, options(broker, tmp_path, topic, subscription="once", throttlingMode="batch",
+                                       dispatchThrottlingRatePerTopicInMsg=3, dispatchThrottlingRateInMsg=5),
+                        tmp_path / "cp", sink, trigger={"once": True})
+    try:
+        assert query.awaitTermination(180), "the Trigger.Once query did not stop"
+    finally:
+        stop(query, sink)
+    assert query.exception() is None
+    batches = sink.data_batches()
+    assert len(batches) == 1, sink.table(partitions_of(topic, 2))
+    assert sorted(batches[0].ids) == sorted(s.message_id for s in sent)
