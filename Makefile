@@ -9,20 +9,23 @@ STAMP := $(VENV)/.installed
 $(STAMP): setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]'
+	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
+	$(PY) -m pip install -q -e '.[test,bench]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
+	@$(PY) tests/check_no_leftovers.py snapshot > $(VENV)/before-demo.pids
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
-	@$(PY) tests/check_no_leftovers.py
+	@$(PY) tests/check_no_leftovers.py check $(VENV)/before-demo.pids
 
 test: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
+	@$(PY) tests/check_no_leftovers.py snapshot > $(VENV)/before-test.pids
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests
-	@$(PY) tests/check_no_leftovers.py
+	@$(PY) tests/check_no_leftovers.py check $(VENV)/before-test.pids
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q

@@ -1,6 +1,8 @@
 """Fail if a Pulsar broker or a Spark JVM started by this project is still running.
 
-Run by the Makefile after `make test` and `make demo`: nothing may be left behind.
+Run by the Makefile around `make test` and `make demo`: `snapshot` lists the project's
+processes already running before (someone else's demo, say), `check FILE` fails if any
+other one is left behind after.
 """
 
 from __future__ import annotations
@@ -13,11 +15,11 @@ from pathlib import Path
 MARKERS = ("org.apache.pulsar.PulsarStandaloneStarter", "org.apache.spark.deploy.SparkSubmit")
 
 
-def leftovers() -> list[str]:
+def leftovers(ignore: set[str] = frozenset()) -> list[str]:
     found = []
     venv = str(Path(__file__).resolve().parent.parent / ".venv")
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid() or entry.name in ignore:
             continue
         try:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
@@ -34,8 +36,14 @@ def leftovers() -> list[str]:
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["snapshot"]:
+        print("\n".join(line.split(":")[0].split()[1] for line in leftovers()))
+        return 0
+    ignore: set[str] = set()
+    if sys.argv[1:2] == ["check"] and len(sys.argv) > 2:
+        ignore = set(Path(sys.argv[2]).read_text().split())
     deadline = time.monotonic() + 20  # JVMs exit shortly after their Python driver
-    while (left := leftovers()) and time.monotonic() < deadline:
+    while (left := leftovers(ignore)) and time.monotonic() < deadline:
         time.sleep(0.5)
     if left:
         print("Processes left running:\n" + "\n".join(left), file=sys.stderr)

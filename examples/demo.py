@@ -1,0 +1,223 @@
+"""The throttled demo behind `make demo`.
+
+Starts a real Pulsar broker (LocalBroker, in a temp dir), fills a 4-partition topic with a
+backlog, and reads it with a throttled streaming query: batch mode, a topic quota of
+--quota entries per second on each partition, a 1-second processing-time trigger. One line
+per micro-batch shows what was delivered against the quota; at the end a PNG plot of
+delivered-per-micro-batch against the quota is written to out/demo-throttling.png.
+
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python examples/demo.py [--quota 25] [--duration 90]
+
+Everything it starts (query, Spark, broker) is stopped in `finally`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pulsar
+import requests
+
+from pulsar_throttled_source.local_broker import LocalBroker
+
+TOPIC = "persistent://public/default/demo-orders"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--messages", type=int, default=40_000, help="backlog size in messages (default 40000)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of the demo topic (default 4)")
+    p.add_argument("--per-entry", type=int, default=10, help="messages the producer batches into one entry (default 10)")
+    p.add_argument("--payload-bytes", type=int, default=100, help="bytes per message (default 100)")
+    p.add_argument("--quota", type=int, default=25, help="topic quota: entries per second per partition (default 25)")
+    p.add_argument("--duration", type=float, default=90,
+                   help="stop the query this many seconds after its first micro-batch if the backlog is not read by then (default 90)")
+    p.add_argument("--out", default="out/demo-throttling.png", help="where to save the plot")
+    return p.parse_args(argv)
+
+
+def produce_backlog(service_url: str, admin_url: str, args: argparse.Namespace) -> None:
+    """Create the partitioned topic and send the backlog, `per_entry` messages per entry."""
+    name = TOPIC.removeprefix("persistent://")
+    requests.put(f"{admin_url}/admin/v2/persistent/{name}/partitions", json=args.partitions, timeout=30).raise_for_status()
+    quiet = logging.getLogger("demo.pulsar-client")
+    quiet.setLevel(logging.WARNING)
+    client = pulsar.Client(service_url, logger=quiet)
+    try:
+        counter = itertools.count()
+        producer = client.create_producer(
+            TOPIC, batching_enabled=True, batching_max_messages=args.per_entry, batching_max_publish_delay_ms=50,
+            block_if_queue_full=True, message_router=lambda msg, n: next(counter) % n)  # even spread
+        failures: list[object] = []
+
+        def done(result: pulsar.Result, _msg_id: object) -> None:
+            if result != pulsar.Result.Ok:
+                failures.append(result)
+
+        for i in range(args.messages):
+            body = f"order-{i:06d} ".encode().ljust(args.payload_bytes, b".")
+            producer.send_async(body, done)
+        producer.flush()
+        producer.close()
+        if failures:
+            raise RuntimeError(f"{len(failures)} sends failed, e.g. {failures[0]}")
+    finally:
+        client.close()
+
+
+def entry_of(message_id: bytes) -> tuple[int, int, int]:
+    """(partition, ledger, entry) of a serialized message id: the entry that carried it."""
+    mid = pulsar.MessageId.deserialize(bytes(message_id))
+    return mid.partition(), mid.ledger_id(), mid.entry_id()
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def save_plot(rows: list[dict], quota_per_period: int, args: argparse.Namespace) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    t = [r["t"] for r in rows]
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
+    top.bar(t, [r["entries"] for r in rows], width=0.8, color="#4c72b0", label="entries delivered in the micro-batch")
+    top.axhline(quota_per_period, color="#c44e52", linestyle="--", linewidth=2,
+                label=f"topic quota: {args.partitions} partitions x {args.quota} entries / 1 s window")
+    top.set_ylabel("entries per micro-batch")
+    top.set_ylim(0, quota_per_period * 1.35)
+    top.legend(loc="upper right")
+    top.set_title(f"pulsar-throttled: {args.messages:,} messages ({args.per_entry} per entry) read at a quota "
+                  f"(batch mode, trigger 1 s)")
+    if len(rows) > 1 and rows[1]["t"] > 3:
+        top.annotate("first micro-batch: Spark starts its\nPython workers and reader clients", xy=(t[0], quota_per_period),
+                     xytext=(t[0] + 1.5, quota_per_period * 1.12), fontsize=9,
+                     arrowprops={"arrowstyle": "->", "color": "0.4"})
+    delivered = list(itertools.accumulate(r["entries"] for r in rows))
+    bottom.plot(t, delivered, color="#4c72b0", marker=".", label="entries delivered (cumulative)")
+    bottom.plot(t, [r["backlog"] for r in rows], color="#55a868", marker=".", label="backlog left (entries)")
+    bottom.set_xlabel("seconds since the first micro-batch")
+    bottom.set_ylabel("entries")
+    bottom.set_ylim(0, max(delivered[-1] + rows[-1]["backlog"], rows[0]["backlog"] + rows[0]["entries"]) * 1.1)
+    bottom.legend(loc="center right")
+    bottom.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def run(args: argparse.Namespace, work: Path) -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    started = time.monotonic()
+    with LocalBroker(data_dir=work / "broker") as broker:
+        print(f"Broker up at {broker.service_url} / {broker.admin_url} ({time.monotonic() - started:.0f} s)", flush=True)
+        produce_backlog(broker.service_url, broker.admin_url, args)
+        entries_total = args.partitions * -(-args.messages // args.partitions // args.per_entry)
+        print(f"Produced {args.messages:,} messages of {args.payload_bytes} bytes on {TOPIC} "
+              f"({args.partitions} partitions, ~{entries_total:,} entries)", flush=True)
+
+        from pyspark.sql import SparkSession
+        from pyspark.sql import functions as F
+
+        spark = (SparkSession.builder.master("local[2]").appName("pulsar-throttled-demo")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2")
+                 .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")  # keep the table readable ("batch is falling behind" etc.)
+        from pulsar_throttled_source import PulsarThrottledDataSource
+
+        spark.dataSource.register(PulsarThrottledDataSource)  # also works from an editable install run elsewhere
+        query = None
+        try:
+            df = (spark.readStream.format("pulsar-throttled")
+                  .option("service.url", broker.service_url).option("admin.url", broker.admin_url)
+                  .option("topic", TOPIC).option("startingOffsets", "earliest")
+                  .option("throttlingMode", "batch")
+                  .option("dispatchThrottlingRatePerTopicInMsg", str(args.quota))
+                  .option("quotaStatePath", str(work / "quota.sqlite"))
+                  .load())
+            counted: dict[int, tuple[int, int, int]] = {}
+
+            def count_batch(batch, batch_id: int) -> None:
+                rows = batch.select("messageId", F.length("value").alias("n")).collect()
+                entries = {entry_of(r.messageId) for r in rows}
+                counted[batch_id] = (len(rows), len(entries), sum(r.n for r in rows))
+
+            query = (df.writeStream.foreachBatch(count_batch).trigger(processingTime="1 second")
+                     .option("checkpointLocation", str(work / "checkpoint")).start())
+            quota_per_period = args.quota * args.partitions
+            print(f"Query started: topic quota {args.quota} entries/s per partition = {quota_per_period} entries "
+                  f"per 1 s window for the topic. Planner lines ('Planning ...') come from the source's logger.", flush=True)
+            print(f"{'batch':>5} {'t(s)':>6} {'rows':>6} {'entries':>7} {'bytes':>9} {'quota':>6} {'backlog':>8}", flush=True)
+            rows = poll_progress(query, counted, quota_per_period, args.duration)
+        finally:
+            if query is not None:
+                query.stop()
+            spark.stop()
+    if not rows:
+        raise SystemExit("No micro-batch completed; see the log above.")
+    png = save_plot(rows, quota_per_period, args)
+    over = [r["batch"] for r in rows if r["entries"] > quota_per_period]
+    print(f"\n{sum(r['rows'] for r in rows):,} messages in {sum(r['entries'] for r in rows):,} entries over "
+          f"{len(rows)} micro-batches; max per micro-batch {max(r['entries'] for r in rows)} entries "
+          f"(quota {quota_per_period}); over quota: {over or 'none'}.")
+    print(f"Total run time {time.monotonic() - started:.0f} s. Plot: {png.resolve()}")
+
+
+def poll_progress(query, counted: dict, quota_per_period: int, duration: float) -> list[dict]:
+    """Print one line per finished micro-batch until the backlog is read or time is up.
+
+    The time limit counts from the first micro-batch, which also starts Spark's Python workers.
+    """
+    rows: list[dict] = []
+    first_ts: float | None = None
+    deadline = time.monotonic() + duration + 120  # generous until the first micro-batch is done
+    while time.monotonic() < deadline:
+        if query.exception() is not None:
+            raise RuntimeError(f"The query failed: {query.exception()}")
+        for p in query.recentProgress:
+            batch_id = p["batchId"]
+            if (rows and batch_id <= rows[-1]["batch"]) or batch_id not in counted or not p["sources"]:
+                continue
+            report = json.loads(p["sources"][0]["latestOffset"] or "{}")
+            backlog = sum(part["backlogEntries"] for part in report.values())
+            ts = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+            if first_ts is None:
+                first_ts, deadline = ts, time.monotonic() + duration
+            n_rows, entries, nbytes = counted[batch_id]
+            rows.append({"batch": batch_id, "t": ts - first_ts, "rows": n_rows, "entries": entries,
+                         "bytes": nbytes, "backlog": backlog})
+            print(f"{batch_id:>5} {ts - first_ts:>6.1f} {n_rows:>6} {entries:>7} {human_bytes(nbytes):>9} "
+                  f"{quota_per_period:>6} {backlog:>8}", flush=True)
+        if rows and rows[-1]["backlog"] == 0:
+            break
+        time.sleep(0.5)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="pulsar-throttled-demo-") as work:
+        run(args, Path(work))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Issue 5: notebooks/quickstart.ipynb runs headless against the real broker and local Spark."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
+KERNEL = "pulsar-throttled-venv"
+
+
+def register_kernel(jupyter_dir: Path) -> None:
+    """A kernelspec running this interpreter (the venv's), found through JUPYTER_PATH."""
+    spec = jupyter_dir / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "pulsar-throttled (venv)", "language": "python",
+    }))
+
+
+def text_of(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
+
+
+def test_quickstart_notebook_runs_against_the_session_broker(broker, tmp_path, monkeypatch):
+    register_kernel(tmp_path / "jupyter")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    # The notebook's settings cell reads these, so it reuses the session broker instead of starting one.
+    monkeypatch.setenv("PULSAR_SERVICE_URL", broker.service_url)
+    monkeypatch.setenv("PULSAR_ADMIN_URL", broker.admin_url)
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    NotebookClient(nb, kernel_name=KERNEL, timeout=150, resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert "skipping the install" in text_of(code[0])
+    assert "local broker" not in text_of(code[1]) and broker.service_url in text_of(code[1])
+    watched = next(text_of(c) for c in code if "Read " in text_of(c))
+    read = re.search(r"Read (\d+) messages in (\d+) micro-batches; largest micro-batch (\d+) entries \(quota (\d+)\)", watched)
+    assert read, watched
+    messages, batches, largest, quota = map(int, read.groups())
+    assert messages == 4000 and batches >= 5 and largest <= quota == 40
+    images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert images, "the plot cell shows no image"
+    assert "stopped" in text_of(code[-1])
