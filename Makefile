@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
+export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
 .PHONY: demo test unit bench clean install
 
@@ -17,15 +19,13 @@ install: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
-	@$(PY) tests/check_no_leftovers.py snapshot > $(VENV)/before-demo.pids
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
-	@$(PY) tests/check_no_leftovers.py check $(VENV)/before-demo.pids
+	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
 test: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
-	@$(PY) tests/check_no_leftovers.py snapshot > $(VENV)/before-test.pids
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests
-	@$(PY) tests/check_no_leftovers.py check $(VENV)/before-test.pids
+	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q

@@ -1,49 +1,45 @@
-"""Fail if a Pulsar broker or a Spark JVM started by this project is still running.
+"""Fail if a Pulsar broker or a Spark JVM started by this run is still running.
 
-Run by the Makefile around `make test` and `make demo`: `snapshot` lists the project's
-processes already running before (someone else's demo, say), `check FILE` fails if any
-other one is left behind after.
+The Makefile exports PULSAR_THROTTLED_RUN_ID=<id> to `make test` / `make demo`; every broker
+and Spark JVM they start inherits it, so `check_no_leftovers.py <id>` finds exactly this run's
+processes (someone else's broker on the same machine is not ours to complain about).
 """
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
-MARKERS = ("org.apache.pulsar.PulsarStandaloneStarter", "org.apache.spark.deploy.SparkSubmit")
+MARKERS = (b"org.apache.pulsar.PulsarStandaloneStarter", b"org.apache.spark.deploy.SparkSubmit")
 
 
-def leftovers(ignore: set[str] = frozenset()) -> list[str]:
+def leftovers(run_id: str) -> list[str]:
     found = []
-    venv = str(Path(__file__).resolve().parent.parent / ".venv")
+    tag = f"PULSAR_THROTTLED_RUN_ID={run_id}".encode()
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid() or entry.name in ignore:
+        if not entry.name.isdigit():
             continue
         try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            stat = (entry / "stat").read_text().split()
+            cmd = (entry / "cmdline").read_bytes()
+            if not any(m in cmd for m in MARKERS):
+                continue
+            environ = (entry / "environ").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text().split()[2]
         except OSError:
             continue
-        if stat[2] == "Z":
-            continue
-        is_ours_broker = MARKERS[0] in cmd and "pulsar-throttled-source" in cmd or MARKERS[0] in cmd and os.environ.get("PULSAR_THROTTLED_BROKER_CACHE", "\0") in cmd
-        is_ours_spark = MARKERS[1] in cmd and venv in cmd
-        if is_ours_broker or is_ours_spark:
-            found.append(f"pid {entry.name}: {cmd[:160]}")
+        if tag in environ and state != "Z":
+            shown = cmd.replace(b"\0", b" ").decode(errors="replace")[:160]
+            found.append(f"pid {entry.name}: {shown}")
     return found
 
 
 def main() -> int:
-    if sys.argv[1:2] == ["snapshot"]:
-        print("\n".join(line.split(":")[0].split()[1] for line in leftovers()))
-        return 0
-    ignore: set[str] = set()
-    if sys.argv[1:2] == ["check"] and len(sys.argv) > 2:
-        ignore = set(Path(sys.argv[2]).read_text().split())
+    if len(sys.argv) != 2 or not sys.argv[1]:
+        print("usage: check_no_leftovers.py RUN_ID", file=sys.stderr)
+        return 2
     deadline = time.monotonic() + 20  # JVMs exit shortly after their Python driver
-    while (left := leftovers(ignore)) and time.monotonic() < deadline:
+    while (left := leftovers(sys.argv[1])) and time.monotonic() < deadline:
         time.sleep(0.5)
     if left:
         print("Processes left running:\n" + "\n".join(left), file=sys.stderr)
