@@ -36,7 +36,6 @@ class CatalogSnapshot:
     fetched_at: float
     layouts: dict[str, PartitionLayout]  # partition topic name -> layout, in offset order
     stats: dict[str, PublishStats] = field(default_factory=dict)
-    gone_topics: tuple[str, ...] = ()  # topics read before that no longer exist
 
 
 class PartitionCatalog:
@@ -77,19 +76,18 @@ class PartitionCatalog:
     def _fetch(self, now: float) -> CatalogSnapshot:
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
-        gone: list[str] = []
         for topic in self._current_topics():
             try:
                 self._fetch_topic(topic, layouts, stats)
                 self._seen.add(topic)
             except TopicNotFound:
-                if topic in self._seen or self._pattern is not None:
-                    gone.append(str(topic))  # deleted while the query runs
-                    self._partitioned.pop(topic, None)
-                else:
-                    raise
+                if topic not in self._seen and self._pattern is None:
+                    raise  # a named topic that never existed: a configuration error
+                # Deleted while the query runs: its partitions drop out of the snapshot and the
+                # planner decides (failOnDataLoss) what that means.
+                self._partitioned.pop(topic, None)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
-        return CatalogSnapshot(now, ordered, stats, tuple(gone))
+        return CatalogSnapshot(now, ordered, stats)
 
     def _fetch_topic(self, topic: TopicName, layouts: dict[str, PartitionLayout], stats: dict[str, PublishStats]) -> None:
         partitioned = self._partitioned.get(topic)
