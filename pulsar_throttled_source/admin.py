@@ -2,11 +2,17 @@
 
 Every call has a bounded timeout and turns failures into errors that name the URL
 and topic. Authentication headers are kept out of every message and repr.
+
+Once the API has answered at least once, a lookup (GET) that fails with a connection
+error, a timeout or an HTTP 5xx is retried with exponential backoff for up to
+`retry_timeout_s` after the first failure of the outage (a broker restart); a wrong
+`admin.url` still fails at the first request.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import requests
@@ -24,11 +30,27 @@ class TopicNotFound(AdminError):
     pass
 
 
+class _Transient(AdminError):
+    """A failure that may go away (connection, timeout, 5xx): retried once the API answered before."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+RETRY_FIRST_DELAY_S = 0.5
+RETRY_MAX_DELAY_S = 5.0
+
+
 class PulsarAdmin:
     def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
-                 tls_verify: bool | str = True) -> None:
+                 tls_verify: bool | str = True, retry_timeout_s: float = 0.0) -> None:
         self.base = admin_url.rstrip("/")
         self.timeout_s = timeout_s
+        self.retry_timeout_s = retry_timeout_s  # 0: no retries
+        self._answered = False  # retries start only after the API has answered once
+        self._failing_since: float | None = None  # start of the current outage (one budget for all calls)
+        self.retries = 0
         self._session = requests.Session()
         self._session.verify = tls_verify
         if auth_token:
@@ -43,16 +65,56 @@ class PulsarAdmin:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _call(self, method: str, path: str, what: str, *, json: Any = None, params: dict | None = None,
-              not_found: str | None = None) -> Any:
+              not_found: str | None = None, expect: str | type | None = None) -> Any:
+        """`expect`: a key the JSON object must have, or the type of the JSON value. A broker that
+        is stopping or starting answers some requests with 200 and an error object (a stack
+        trace) instead: such an answer counts as a transient failure, never as "no partitions"."""
+        attempt = 0
+        while True:
+            try:
+                result = self._call_once(method, path, what, json=json, params=params, not_found=not_found, expect=expect)
+            except _Transient as e:
+                if not self._answered or self.retry_timeout_s <= 0 or method != "GET":
+                    raise AdminError(str(e)) from None
+                now = time.monotonic()
+                if self._failing_since is None:
+                    self._failing_since = now
+                left = self._failing_since + self.retry_timeout_s - now
+                if left <= 0:
+                    raise AdminError(f"{e} Gave up after retrying for {self.retry_timeout_s:.0f} s (option 'adminRetryTimeoutMs').") from None
+                attempt += 1
+                delay = min(RETRY_FIRST_DELAY_S * 2 ** (attempt - 1), RETRY_MAX_DELAY_S, left)
+                log.warning("admin API unreachable, retry %d in %.1f s (%s from %s while %s; retrying for up to %.0f s, "
+                            "option adminRetryTimeoutMs)", attempt, delay, e.reason, self.base, what, self.retry_timeout_s)
+                self.retries += 1
+                time.sleep(delay)
+                continue
+            except AdminError:
+                self._answered = True  # it answered (e.g. 404): the API is there
+                self._failing_since = None
+                raise
+            if self._failing_since is not None:
+                log.warning("admin API at %s answers again after %.1f s", self.base, time.monotonic() - self._failing_since)
+            self._answered = True
+            self._failing_since = None
+            return result
+
+    def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
+                   expect: str | type | None) -> Any:
         url = f"{self.base}/admin/v2/{path}"
         self.requests_made += 1
         try:
             resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
         except requests.exceptions.Timeout:
-            raise AdminError(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.") from None
+            raise _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.",
+                             f"no answer within {self.timeout_s:.0f} s") from None
         except requests.exceptions.RequestException as e:
             reason = type(e).__name__
-            raise AdminError(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).") from None
+            raise _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).", reason) from None
+        if resp.status_code >= 500:
+            detail = resp.text.strip()[:300]
+            raise _Transient(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}",
+                             f"HTTP {resp.status_code}")
         if resp.status_code == 404 and not_found is not None:
             raise TopicNotFound(not_found)
         if resp.status_code in (401, 403):
@@ -60,12 +122,18 @@ class PulsarAdmin:
         if resp.status_code >= 400:
             detail = resp.text.strip()[:300]
             raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
-        if not resp.content:
+        if not resp.content and expect is None:
             return None
         try:
-            return resp.json()
+            body = resp.json() if resp.content else None
         except ValueError:
             raise AdminError(f"The Pulsar admin API at {self.base} returned non-JSON while {what}; is 'admin.url' the broker's HTTP admin address?") from None
+        # "stackTrace": a Java exception serialized as a 200 answer (seen while the broker stops).
+        if (isinstance(body, dict) and "stackTrace" in body) or expect is not None and not (
+                isinstance(body, expect) if isinstance(expect, type) else isinstance(body, dict) and expect in body):
+            raise _Transient(f"The Pulsar admin API at {self.base} gave an incomplete answer while {what}: {resp.text.strip()[:200]}",
+                             "incomplete answer")
+        return body
 
     # -- topics -----------------------------------------------------------------------------
     def partition_count(self, topic: TopicName) -> int:
@@ -84,21 +152,32 @@ class PulsarAdmin:
     def list_topics(self, namespace: str) -> list[str]:
         """All persistent topics of a namespace, partitions listed individually."""
         return list(self._call("GET", f"persistent/{namespace}", f"listing the topics of namespace {namespace}",
-                               not_found=f"Namespace {namespace} does not exist on {self.base}.") or [])
+                               not_found=f"Namespace {namespace} does not exist on {self.base}.", expect=list))
 
     def list_partitioned_topics(self, namespace: str) -> list[str]:
         return list(self._call("GET", f"persistent/{namespace}/partitioned", f"listing the partitioned topics of {namespace}",
-                               not_found=f"Namespace {namespace} does not exist on {self.base}.") or [])
+                               not_found=f"Namespace {namespace} does not exist on {self.base}.", expect=list))
 
     def internal_stats(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/internalStats", f"reading the ledgers of {partition}",
-                          not_found=f"Topic {partition} does not exist on {self.base}.")
+                          not_found=f"Topic {partition} does not exist on {self.base}.", expect="ledgers")
 
     def partitioned_internal_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
         """internalStats of every partition of a partitioned topic in one request."""
         body = self._call("GET", f"{topic.rest_path}/partitioned-internalStats", f"reading the ledgers of {topic}",
-                          not_found=f"Topic {topic} does not exist on {self.base}.")
-        return dict(body.get("partitions", {}))
+                          not_found=f"Topic {topic} does not exist on {self.base}.", expect="partitions")
+        found = dict(body["partitions"] or {})
+        count = int((body.get("metadata") or {}).get("partitions", 0) or 0)
+        for i in range(count):
+            name = topic.partition(i)
+            if not isinstance(found.get(str(name)), dict) or "ledgers" not in found[str(name)]:
+                # A partition the broker could not load just now (it is starting or stopping) is left
+                # out of the answer: ask for it alone, so it is retried rather than taken as gone.
+                try:
+                    found[str(name)] = self.internal_stats(name)
+                except TopicNotFound:
+                    found.pop(str(name), None)
+        return found
 
     def stats(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}",
@@ -106,8 +185,9 @@ class PulsarAdmin:
 
     def partitioned_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
         body = self._call("GET", f"{topic.rest_path}/partitioned-stats", f"reading the stats of {topic}",
-                          params={"perPartition": "true"}, not_found=f"Topic {topic} does not exist on {self.base}.")
-        return dict(body.get("partitions", {}))
+                          params={"perPartition": "true"}, not_found=f"Topic {topic} does not exist on {self.base}.",
+                          expect="partitions")
+        return dict(body["partitions"] or {})
 
     def last_message_id(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/lastMessageId", f"reading the last message id of {partition}",

@@ -8,7 +8,9 @@ handshake and threads.
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +20,7 @@ from pyspark.sql.datasource import InputPartition
 
 from .positions import BEFORE_EARLIEST, EntryPosition
 
+log = logging.getLogger(__name__)
 ARROW_SCHEMA = pa.schema([
     pa.field("key", pa.string()),
     pa.field("value", pa.binary()),
@@ -117,25 +120,61 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     import pulsar
 
     cfg = part.config
-    client = client_for(cfg)
     if part.start == BEFORE_EARLIEST:
         start_id = pulsar.MessageId.earliest
     else:
         # The broker delivers the start entry itself for batch index -1, so entries at or
         # before `start` are skipped below: the start is exclusive by our own check.
         start_id = pulsar.MessageId(max(part.partition_index, -1), part.start.ledger_id, part.start.entry_id, -1)
-    try:
-        # A deeper receiver queue keeps the broker streaming while Python converts rows.
-        kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
-        reader = client.create_reader(part.partition, start_id, **kwargs)
-    except Exception as e:
-        drop_client(cfg)
-        raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {e}") from None
-
+    reader = _open_reader(part, start_id)
+    failed = False
     try:
         yield from _read_messages(reader, part)
+    except Exception:
+        failed = True
+        raise
     finally:
-        reader.close()
+        if failed:
+            # A failed read (broker gone longer than pollTimeoutMs, connection broken): Spark
+            # retries the task, possibly in this worker; the retry must get a fresh client.
+            try:
+                reader.close()
+            except Exception:  # closing on a broken connection may fail too
+                pass
+            drop_client(cfg)
+        else:
+            reader.close()
+
+
+def _open_reader(part: PartitionRange, start_id: Any) -> Any:
+    """Open a reader; while the broker is unreachable (e.g. restarting), retry with a fresh client
+    and exponential backoff for up to pollTimeoutMs, so a task planned just before a broker
+    restart waits for it instead of failing."""
+    import pulsar
+
+    cfg = part.config
+    # A deeper receiver queue keeps the broker streaming while Python converts rows.
+    kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
+    retryable = (pulsar.ConnectError, pulsar.Timeout, pulsar.ServiceUnitNotReady, pulsar.LookupError, pulsar.NotConnected,
+                 pulsar.TooManyLookupRequestException, pulsar.BrokerMetadataError, pulsar.BrokerPersistenceError)
+    deadline = time.monotonic() + cfg.poll_timeout_ms / 1000.0
+    attempt = 0
+    while True:
+        try:
+            return client_for(cfg).create_reader(part.partition, start_id, **kwargs)
+        except Exception as e:
+            drop_client(cfg)  # the next attempt, or Spark's retry of this task, starts from a fresh client
+            left = deadline - time.monotonic()
+            if not isinstance(e, retryable) or left <= 0:
+                detail = str(e).replace(cfg.auth_token, "***") if cfg.auth_token else str(e)  # never echo a token
+                raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {detail}. Check option 'service.url' "
+                                   "(the broker's pulsar://host:port) and, if the broker requires authentication, "
+                                   "'pulsar.client.authParams'.") from None
+            attempt += 1
+            delay = min(0.5 * 2 ** (attempt - 1), 5.0, left)
+            log.warning("Cannot open a reader on %s at %s (%s); retry %d in %.1f s (waiting up to pollTimeoutMs=%d ms)",
+                        part.partition, cfg.service_url, type(e).__name__, attempt, delay, cfg.poll_timeout_ms)
+            time.sleep(delay)
 
 
 def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch]:
