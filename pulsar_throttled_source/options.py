@@ -37,6 +37,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "failOnDataLoss": ("true", "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
     "pollTimeoutMs": ("120000", "How long a read task waits for an entry that must exist before failing."),
     "adminTimeoutMs": ("30000", "Timeout of each admin API request."),
+    "adminRetryTimeoutMs": ("60000", "How long planning retries admin lookups that fail with a connection error, timeout or HTTP 5xx (e.g. a broker restart), with exponential backoff, once the API has answered at least once; 0: no retries."),
     "metadataRefreshIntervalMs": ("1000", "How long planning reuses partition lists and ledger layouts: the bound on how late new data is seen, and what keeps idle polls off the broker."),
     "maxEntriesPerTrigger": ("", "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
     "maxRowsPerArrowBatch": ("10000", "Rows per Arrow record batch produced by a read task (bounds task memory)."),
@@ -111,6 +112,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     poll_timeout_ms: int
     admin_timeout_ms: int
+    admin_retry_timeout_ms: int
     metadata_refresh_ms: int
     max_entries_per_trigger: int | None
     max_rows_per_arrow_batch: int
@@ -316,9 +318,12 @@ def _auth_params(raw: str | None, option: str) -> Secret | None:
     if text.startswith("file://"):
         path = Path(text[len("file://"):])
         try:
-            return Secret(path.read_text().strip())
+            token = path.read_text().strip()
         except OSError:
             raise ValueError(f"Option '{option}': cannot read the token file {path}.") from None
+        if not token:
+            raise ValueError(f"Option '{option}': the token file {path} is empty.")
+        return Secret(token)
     if text.startswith("{"):
         try:
             token = json.loads(text).get("token")
@@ -327,6 +332,20 @@ def _auth_params(raw: str | None, option: str) -> Secret | None:
         if token:
             return Secret(str(token))
     raise ValueError(f"Option '{option}': expected 'token:<jwt>', 'file:///path/to/token' or {{\"token\": \"...\"}} (value not shown).")
+
+
+def _setting(opts: Mapping[str, str], prefix: str, short: str) -> str | None:
+    """The value of a pulsar.client./pulsar.admin. setting under any spelling the prefix check accepts
+    (authParams, auth_params, auth.params): a spelling that passes validation is never silently ignored."""
+    for key, value in opts.items():
+        if key.startswith(prefix) and key[len(prefix):].replace("_", "").replace(".", "").lower() == short and str(value).strip():
+            return str(value).strip()
+    return None
+
+
+def _token_setting(opts: Mapping[str, str], prefix: str) -> Secret | None:
+    params, token = _setting(opts, prefix, "authparams"), _setting(opts, prefix, "authtoken")
+    return _auth_params(params or (f"token:{token}" if token else None), f"{prefix}authParams")
 
 
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
@@ -366,13 +385,12 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
             raise ValueError(f"Option '{key}' is not an admin setting; allowed: pulsar.admin.authParams, pulsar.admin.authPluginClassName, "
                              "pulsar.admin.tlsTrustCertsFilePath, pulsar.admin.tlsAllowInsecureConnection.")
 
-    auth_plugin = opts.get("pulsar.client.authpluginclassname") or None
-    token = _auth_params(opts.get("pulsar.client.authparams") or (f"token:{opts['pulsar.client.authtoken']}" if opts.get("pulsar.client.authtoken") else None),
-                         "pulsar.client.authParams")
-    if auth_plugin and "token" not in auth_plugin.lower():
-        raise ValueError(f"Option 'pulsar.client.authPluginClassName': '{auth_plugin}' is not supported; expected org.apache.pulsar.client.impl.auth.AuthenticationToken.")
-    admin_token = _auth_params(opts.get("pulsar.admin.authparams") or (f"token:{opts['pulsar.admin.authtoken']}" if opts.get("pulsar.admin.authtoken") else None),
-                               "pulsar.admin.authParams") or token
+    auth_plugin = _setting(opts, "pulsar.client.", "authpluginclassname")
+    for prefix, plugin in (("pulsar.client.", auth_plugin), ("pulsar.admin.", _setting(opts, "pulsar.admin.", "authpluginclassname"))):
+        if plugin and "token" not in plugin.lower():
+            raise ValueError(f"Option '{prefix}authPluginClassName': '{plugin}' is not supported; expected org.apache.pulsar.client.impl.auth.AuthenticationToken.")
+    token = _token_setting(opts, "pulsar.client.")
+    admin_token = _token_setting(opts, "pulsar.admin.") or token
 
     return SourceOptions(
         service_url=_url(opts, "service.url", "pulsar://localhost:6650", ("pulsar", "pulsar+ssl")),
@@ -385,6 +403,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         fail_on_data_loss=bool(_bool(opts, "failOnDataLoss", True)),
         poll_timeout_ms=_int(opts, "pollTimeoutMs", 120_000, minimum=1, what="a positive integer (milliseconds)"),
         admin_timeout_ms=_int(opts, "adminTimeoutMs", 30_000, minimum=1, what="a positive integer (milliseconds)"),
+        admin_retry_timeout_ms=_int(opts, "adminRetryTimeoutMs", 60_000, minimum=0, what="a non-negative integer (milliseconds; 0 = no retries)"),
         metadata_refresh_ms=_int(opts, "metadataRefreshIntervalMs", 1_000, minimum=0, what="a non-negative integer (milliseconds)"),
         max_entries_per_trigger=max_per_trigger,
         max_rows_per_arrow_batch=_int(opts, "maxRowsPerArrowBatch", 10_000, minimum=1, what="a positive integer (rows)"),

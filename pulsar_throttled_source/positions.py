@@ -59,3 +59,19 @@ def offsets_from_json(value: Any, where: str = "checkpointed offset") -> dict[st
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}: expected a JSON object mapping partition topics to positions, got {type(value).__name__}")
     return {str(p): EntryPosition.from_json(v, f"{where} for partition {p}") for p, v in value.items()}
+
+
+CHECKPOINT_HINT = ("The offset log in the query's checkpoint (<checkpointLocation>/offsets) is corrupt or was not written by "
+                   "this source; restore it from a backup, or start the query with a new checkpointLocation.")
+
+
+def checkpointed_offsets(value: Any, where: str) -> dict[str, EntryPosition]:
+    """offsets_from_json for offsets Spark hands back from its checkpoint: errors say so and what to do."""
+    try:
+        offsets = offsets_from_json(value, where)
+        bad = [p for p in offsets if not p.startswith("persistent://") or p.count("/") != 4]
+        if bad:
+            raise ValueError(f"{where}: {bad[0]!r} is not a partition name (expected persistent://tenant/namespace/topic-partition-N)")
+    except ValueError as e:
+        raise ValueError(f"{e}. {CHECKPOINT_HINT}") from None
+    return offsets

@@ -22,7 +22,7 @@ from .catalog import CatalogSnapshot, PartitionCatalog
 from .layout import Backlog, PartitionLayout
 from .options import SourceOptions
 from .policies import BrokerPolicies
-from .positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
+from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
 from .read import ClientConfig, PartitionRange, read_range
 from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
 from .topics import TopicName
@@ -110,7 +110,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._admin is None:
             o = self.options
             verify: bool | str = False if o.admin_tls_insecure else (o.admin_tls_trust or True)
-            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, verify)
+            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, verify,
+                                      retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
         return self._admin
 
     @property
@@ -187,7 +188,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        starts = offsets_from_json(start, "start offset (from the checkpoint)")
+        starts = checkpointed_offsets(start, "start offset (from the checkpoint)")
         snap = self.catalog.snapshot()
         if snap.stats:
             self._rates.update(snap)
@@ -289,11 +290,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         gone = [p for p in starts if p not in snap.layouts]
         if not gone:
             return starts
-        if self.options.fail_on_data_loss and snap.gone_topics:
-            raise DataLossError(f"Topic(s) {', '.join(snap.gone_topics)} were deleted while the query read them; partitions "
-                                f"{', '.join(gone)} can no longer be read. Set failOnDataLoss=false to continue without them.")
-        if self.options.fail_on_data_loss and self.options.topics_pattern is None:
-            raise DataLossError(f"Partition(s) {', '.join(gone)} no longer exist. Set failOnDataLoss=false to continue without them.")
+        if self.options.fail_on_data_loss:
+            # After a deletion nobody can tell whether unread messages went with it, so the
+            # safe answer is to stop (as Spark's Kafka source does), naming what vanished.
+            topics = sorted({str(TopicName.parse(p).base) for p in gone})
+            raise DataLossError(f"Topic(s) {', '.join(topics)} were deleted while the query read them; partitions "
+                                f"{', '.join(gone)} can no longer be read and messages not yet read may be lost. "
+                                "Set failOnDataLoss=false to continue without them.")
         for p in gone:
             if ("gone", p) not in self._warned:
                 self._warned.add(("gone", p))
@@ -316,8 +319,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- execution --------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        starts = offsets_from_json(start, "start offset")
-        ends = offsets_from_json(end, "end offset")
+        starts = checkpointed_offsets(start, "start offset of the micro-batch")
+        ends = checkpointed_offsets(end, "end offset of the micro-batch")
         snap = self.catalog.snapshot()
         config = self._client_config()
         out: list[InputPartition] = []

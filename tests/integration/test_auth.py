@@ -1,0 +1,341 @@
+"""Issue 6, item 6: token authentication against a real broker that requires it.
+
+A second standalone broker runs with token authentication for this module. The source reads it
+with the token given through options (`pulsar.client.authParams=token:...` or `file://...`, the
+admin API taking the same token unless `pulsar.admin.authParams` is set); without a valid token
+the query fails fast with a message naming the URL and the option to set. The token never shows
+in errors, the query progress, the checkpoint or reprs (checked in process), nor anywhere in a
+whole driver's output: Spark's JVM, its planner process and the Python workers keep the file
+descriptors they were started with (by the session-wide SparkSession), so capfd cannot see them;
+a spark-submit run at INFO log level, with every byte of its stdout/stderr captured, checks those.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pulsar
+import pytest
+from helpers import create_topic, produce
+from pyspark.errors import StreamingQueryException
+from streaming import Collected, identity, read_stream, sent_identity
+
+from pulsar_throttled_source import local_broker
+from pulsar_throttled_source.admin import AdminError, PulsarAdmin
+from pulsar_throttled_source.local_broker import LocalBroker, make_token
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
+from pulsar_throttled_source.read import PartitionRange
+from pulsar_throttled_source.stream import PulsarStreamReader
+
+FAIL_BOUND_S = 60
+FAST_CLIENT = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
+
+
+def _quiet_logger() -> logging.Logger:
+    logger = logging.getLogger("pulsar-auth-test-client")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+@pytest.fixture(scope="module")
+def auth_broker(tmp_path_factory: pytest.TempPathFactory):
+    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-auth"), max_entries_per_ledger=50, auth_token=True) as b:  # stopped however the tests end
+        yield b
+
+
+@pytest.fixture(scope="module")
+def token(auth_broker) -> str:
+    tok = local_broker.admin_token(auth_broker.data_dir)
+    assert tok is not None and tok.count(".") == 2, "the launcher writes the superuser token to DATA_DIR/auth/admin.token"
+    return tok
+
+
+@pytest.fixture(scope="module")
+def wrong_token() -> str:
+    """Well formed, role 'admin', but signed with another key: the broker must refuse it."""
+    return make_token(os.urandom(32), "admin")
+
+
+@pytest.fixture(scope="module")
+def token_file(tmp_path_factory, token) -> Path:
+    path = tmp_path_factory.mktemp("token") / "reader.token"
+    path.write_text(token + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def auth_topic(auth_broker, token):
+    admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=token)
+    client = pulsar.Client(auth_broker.service_url, authentication=pulsar.AuthenticationToken(token), logger=_quiet_logger())
+    try:
+        topic = create_topic(admin, f"auth-{int(time.time() * 1000)}", 2)
+        sent = produce(client, topic, 120, batch=4, prefix="batched")  # 15 entries per partition
+        sent += produce(client, topic, 60, prefix="single")  # +30 entries per partition
+    finally:
+        client.close()
+        admin.close()
+    return topic, sent
+
+
+def secrets_of(*tokens: str) -> list[str]:
+    """Each token and its signature (the part that must never be shown, even when truncated)."""
+    return [s for t in tokens for s in (t, t.rsplit(".", 1)[1])]
+
+
+def assert_no_secret(text: str, secrets: list[str], where: str) -> None:
+    for s in secrets:
+        assert s not in text, f"a token (or its signature) appears in {where}"
+
+
+@pytest.fixture(autouse=True)
+def no_token_in_captured_output(request, token, wrong_token, capfd, tmp_path):
+    """After each test: nothing this test process printed (explain output, its own pulsar clients) shows a token."""
+    yield
+    out, err = capfd.readouterr()
+    (tmp_path / "captured-output.log").write_text(out + err)  # kept for debugging a failure
+    assert_no_secret(out + err, secrets_of(token, wrong_token),
+                     f"the captured output of {request.node.name} ({tmp_path / 'captured-output.log'})")
+
+
+def auth_options(broker, topic: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    return {"service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
+            "metadataRefreshIntervalMs": "200", "quotaStatePath": str(tmp_path / "quota.sqlite"), **extra}
+
+
+def query_error(spark, opts: dict[str, str], checkpoint: Path) -> tuple[str, float]:
+    started = time.monotonic()
+    q = read_stream(spark, opts).writeStream.format("noop").option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            q.awaitTermination(FAIL_BOUND_S)
+    finally:
+        q.stop()
+    message = str(err.value)
+    assert_no_secret(message + json.dumps(q.status) + "".join(p.json for p in q.recentProgress),
+                     secrets_of(*(v.split(":", 1)[1] for k, v in opts.items() if k.endswith("authParams") and v.startswith("token:"))),
+                     "the query's error or status")
+    return message, time.monotonic() - started
+
+
+# ---------------------------------------------------------------------------------------
+# The broker really requires a token
+
+
+def test_broker_refuses_requests_without_a_valid_token(auth_broker, token, wrong_token, auth_topic):
+    topic, _ = auth_topic
+    for tok in (None, wrong_token):
+        admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=tok)
+        with pytest.raises(AdminError) as err:
+            admin.list_topics("public/default")
+        admin.close()
+        assert "HTTP 401" in str(err.value) and "pulsar.admin.authParams" in str(err.value)
+    admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=token)
+    assert f"{topic}-partition-0" in admin.list_topics("public/default")
+    admin.close()
+    client = pulsar.Client(auth_broker.service_url, logger=_quiet_logger(), operation_timeout_seconds=2, connection_timeout_ms=1000)
+    try:
+        with pytest.raises(Exception):
+            client.create_reader(f"{topic}-partition-0", pulsar.MessageId.earliest)
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------------------
+# Reading with the token from options
+
+
+@pytest.mark.parametrize("how", ["client-token", "client-file", "admin-option"])
+def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_topic, token, wrong_token, token_file, tmp_path, how):
+    topic, sent = auth_topic
+    auth = {
+        # the admin API takes the client's token by default
+        "client-token": {"pulsar.client.authParams": f"token:{token}"},
+        "client-file": {"pulsar.client.authParams": f"file://{token_file}"},
+        # separate admin credentials
+        "admin-option": {"pulsar.admin.authParams": f"file://{token_file}", "pulsar.client.authParams": f"token:{token}"},
+    }[how]
+    opts = auth_options(auth_broker, topic, tmp_path, startingOffsets="earliest", maxEntriesPerTrigger="25",
+                        throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000", **auth)
+    sink = Collected()
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")) \
+        .trigger(availableNow=True).start()
+    assert q.awaitTermination(120), "AvailableNow query did not finish"
+    assert q.exception() is None
+    got = Counter(identity(r) for r in sink.rows)
+    assert max(got.values()) == 1 and set(got) == {sent_identity(s) for s in sent}
+    assert len(sink.batches) >= 3  # 90 entries at 25 per micro-batch
+
+    secrets = secrets_of(token, wrong_token)
+    progress = [p.json for p in q.recentProgress]
+    assert progress and json.loads(progress[0])["sources"][0]["description"]
+    assert_no_secret("\n".join(progress) + q.lastProgress.json + json.dumps(q.status), secrets, "the query progress")
+    q.explain(extended=True)  # printed: checked with the rest of the captured output
+    checkpoint_text = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "cp").rglob("*") if p.is_file())
+    assert_no_secret(checkpoint_text, secrets, "the checkpoint")
+
+    # What the planner and the tasks hold: reprs show no token, yet the token is there.
+    parsed = parse_options({k.lower(): v for k, v in opts.items()})
+    config = PulsarStreamReader(parsed)._client_config()
+    part = PartitionRange(f"{topic}-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
+    assert config.auth_token == token and parsed.admin_auth_token == token
+    shown = "\n".join([repr(parsed), str(parsed), repr(config), repr(part), str(part), repr(parsed.auth_params), repr(parsed.admin_auth_token),
+                       repr(dict(parsed.client_kwargs)), repr(PulsarStreamReader(parsed).admin)])
+    assert_no_secret(shown, secrets, "a repr of the parsed options, ClientConfig or PartitionRange")
+
+
+@pytest.mark.parametrize("key", ["pulsar.client.authParams", "pulsar.client.auth_params", "pulsar.client.auth.params",
+                                 "pulsar.client.authToken", "pulsar.admin.authParams", "pulsar.admin.auth_params"])
+def test_every_accepted_spelling_of_the_token_option_is_used(auth_broker, auth_topic, token, wrong_token, key):
+    """A spelling that passes validation must not be silently ignored (it was: the query then failed with HTTP 401)."""
+    topic, _ = auth_topic
+    value = token if key.lower().endswith("token") else f"token:{token}"
+    parsed = parse_options({"topic": topic, key.lower(): value})
+    assert parsed.admin_auth_token == token
+    assert parsed.auth_params == (None if key.startswith("pulsar.admin.") else token)
+    assert_no_secret(repr(parsed), secrets_of(token, wrong_token), "repr of the parsed options")
+    # and the admin API accepts what was parsed
+    reader = PulsarStreamReader(parse_options({"topic": topic, "admin.url": auth_broker.admin_url, key.lower(): value}))
+    assert set(reader.catalog.snapshot(force=True).layouts) == {f"{topic}-partition-0", f"{topic}-partition-1"}
+    reader.stop()
+
+
+# ---------------------------------------------------------------------------------------
+# Without a valid token: fast, clear failures
+
+
+@pytest.mark.parametrize("how", ["no-token", "wrong-token"])
+def test_without_a_valid_token_the_query_fails_at_the_admin_api(spark, auth_broker, auth_topic, wrong_token, tmp_path, how):
+    topic, _ = auth_topic
+    auth = {} if how == "no-token" else {"pulsar.client.authParams": f"token:{wrong_token}"}
+    message, elapsed = query_error(spark, auth_options(auth_broker, topic, tmp_path, startingOffsets="earliest", **auth), tmp_path / "cp")
+    assert f"The Pulsar admin API at {auth_broker.admin_url} refused" in message, message[:3000]
+    assert "HTTP 401" in message and "'pulsar.admin.authParams'" in message
+    assert elapsed < FAIL_BOUND_S
+
+
+@pytest.mark.parametrize("how", ["client-token-missing", "client-token-wrong"])
+def test_admin_token_without_a_valid_client_token_fails_the_read(spark, auth_broker, auth_topic, token, wrong_token, tmp_path, how):
+    topic, _ = auth_topic
+    auth = {"pulsar.admin.authParams": f"token:{token}"}
+    if how == "client-token-wrong":
+        auth["pulsar.client.authParams"] = f"token:{wrong_token}"
+    opts = auth_options(auth_broker, topic, tmp_path, startingOffsets="earliest", **FAST_CLIENT, **auth)
+    message, elapsed = query_error(spark, opts, tmp_path / "cp")
+    assert f"Cannot open a reader on {topic}-partition-" in message and f"at {auth_broker.service_url}" in message, message[:3000]
+    assert "'pulsar.client.authParams'" in message
+    assert elapsed < FAIL_BOUND_S
+
+
+# ---------------------------------------------------------------------------------------
+# A whole driver's output, at INFO level, shows no token
+
+LEAK_JOB = r'''
+import json, sys
+from pyspark.sql import SparkSession
+from pyspark.errors import StreamingQueryException
+
+args = json.load(open(sys.argv[1]))  # tokens come from a file: not on the command line, not in the environment
+spark = SparkSession.builder.appName("auth-leak-check").getOrCreate()
+spark.sparkContext.setLogLevel("INFO")
+base = {"service.url": args["service"], "admin.url": args["admin"], "topic": args["topic"], "startingOffsets": "earliest",
+        "metadataRefreshIntervalMs": "200", "quotaStatePath": args["work"] + "/quota.sqlite"}
+
+
+def run(name, opts):
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {**base, **opts}.items():
+        reader = reader.option(k, v)
+    rows = []
+    q = reader.load().writeStream.foreachBatch(lambda df, i: rows.extend(df.collect())) \
+        .option("checkpointLocation", args["work"] + "/cp-" + name).trigger(availableNow=True).start()
+    try:
+        q.awaitTermination(120)
+        print(f"RESULT {name}: {len(rows)} rows", flush=True)
+    except StreamingQueryException as e:
+        print(f"RESULT {name}: error: {e}", flush=True)
+    print("PROGRESS", [p.json for p in q.recentProgress], q.status, flush=True)
+    q.explain(True)
+
+
+fast = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
+run("good", {"pulsar.client.authParams": "token:" + args["good"], "throttlingMode": "batch",
+             "dispatchThrottlingRatePerTopicInMsg": "1000", "maxEntriesPerTrigger": "30"})
+run("bad-client", {"pulsar.admin.authParams": "token:" + args["good"], "pulsar.client.authParams": "token:" + args["bad"], **fast})
+run("bad-admin", {"pulsar.client.authParams": "token:" + args["bad"], "adminTimeoutMs": "3000"})
+spark.stop()
+print("LEAK JOB DONE", flush=True)
+'''
+
+
+def test_spark_submit_output_never_shows_the_token(auth_broker, auth_topic, token, wrong_token, tmp_path):
+    topic, sent = auth_topic
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "job.py").write_text(LEAK_JOB)
+    (tmp_path / "args.json").write_text(json.dumps({"service": auth_broker.service_url, "admin": auth_broker.admin_url, "topic": topic,
+                                                    "good": token, "bad": wrong_token, "work": str(work)}))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.sql.shuffle.partitions=2", str(tmp_path / "job.py"), str(tmp_path / "args.json")]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=env, cwd=tmp_path)
+    log = proc.stdout + proc.stderr
+    (tmp_path / "spark-submit.log").write_text(log)
+    assert proc.returncode == 0 and "LEAK JOB DONE" in proc.stdout, f"spark-submit failed; log in {tmp_path / 'spark-submit.log'}"
+    assert f"RESULT good: {len(sent)} rows" in proc.stdout
+    bad_client = proc.stdout.split("RESULT bad-client: ", 1)[1].split("\n", 1)[0]
+    assert bad_client.startswith("error:") and f"at {auth_broker.service_url}" in proc.stdout
+    assert f"The Pulsar admin API at {auth_broker.admin_url} refused" in proc.stdout
+    assert " INFO " in log  # the check ran at INFO level
+    assert_no_secret(log, secrets_of(token, wrong_token), f"the spark-submit output ({tmp_path / 'spark-submit.log'})")
+    files = "\n".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
+    assert_no_secret(files, secrets_of(token, wrong_token), "the checkpoints")
+
+
+# ---------------------------------------------------------------------------------------
+# The launcher's CLI flag
+
+
+def _get_status(url: str, tok: str | None) -> int:
+    req = urllib.request.Request(url)
+    if tok:
+        req.add_header("Authorization", f"Bearer {tok}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_cli_start_with_auth_token_status_stop(tmp_path):
+    data = tmp_path / "cli-auth-broker"
+    cli = [sys.executable, "-m", "pulsar_throttled_source.local_broker"]
+    out = subprocess.run([*cli, "start", "--auth-token", "--data-dir", str(data)], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    info = json.loads(out.stdout.strip().splitlines()[-1])
+    try:
+        tok = local_broker.admin_token(data)
+        assert tok and (data / "auth" / "secret.key").exists()
+        assert tok not in out.stdout + out.stderr  # the CLI says where the token is, never the token
+        url = f"{info['adminUrl']}/admin/v2/namespaces/public"
+        assert _get_status(url, None) == 401
+        assert _get_status(url, make_token(os.urandom(32), "admin")) == 401
+        assert _get_status(url, tok) == 200
+        status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
+        assert status.returncode == 0 and json.loads(status.stdout)["running"] is True
+    finally:
+        stop = subprocess.run([*cli, "stop", "--data-dir", str(data)], capture_output=True, text=True, timeout=60)
+    assert json.loads(stop.stdout) == {"stopped": True}
+    assert not local_broker._pid_alive(info["pid"])
+    status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
+    assert status.returncode == 1 and json.loads(status.stdout)["running"] is False

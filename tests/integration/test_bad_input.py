@@ -1,0 +1,261 @@
+"""Issue 6, item 5: bad input fails fast, end to end through Spark, with a message that says what is wrong.
+
+Every case runs `spark.readStream.format("pulsar-throttled")...load()` and, when load() accepts
+it, `.writeStream...start()` against the real broker. An option error must surface at load() as a
+Python exception from PySpark; an error that needs the broker (unknown topic, unreachable URLs)
+surfaces as the StreamingQueryException of awaitTermination. Either way the message names the
+option (or the topic / URL) and what is allowed, and it arrives within a bounded time.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from helpers import create_topic, produce
+from pyspark.errors import AnalysisException, StreamingQueryException
+from streaming import Collected, read_stream, source_options
+
+LOAD_BOUND_S = 30  # an option error needs no broker: Spark's planner process only
+START_BOUND_S = 60  # an error that needs the broker: bounded by the small timeouts each case sets
+FAST_CLIENT = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
+
+
+@pytest.fixture(scope="module")
+def topic(admin, pulsar_client) -> str:
+    name = create_topic(admin, f"bad-input-{int(time.time() * 1000)}", 2)
+    produce(pulsar_client, name, 20)
+    return name
+
+
+@pytest.fixture(scope="module")
+def closed_port():
+    """A local port that refuses connections: bound but never listening, held for the whole module
+    so that nothing else can start listening on it meanwhile."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        yield s.getsockname()[1]
+
+
+def run_to_error(spark, opts: dict[str, str], checkpoint: Path) -> tuple[str, str]:
+    """('load' | 'start', message) of the first error; fails the test if the query keeps running."""
+    try:
+        df = read_stream(spark, opts)
+    except AnalysisException as e:  # [PYTHON_DATA_SOURCE_ERROR] ... with the data source's ValueError and its message
+        return "load", str(e)
+    q = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)) \
+        .trigger(processingTime="200 milliseconds").start()
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            q.awaitTermination(START_BOUND_S)
+        return "start", str(err.value)
+    finally:
+        q.stop()
+
+
+# (id, options added to a valid base (None removes one), where it fails, substrings of the message)
+# "{topic}", "{closed}", "{service_port}", "{unique}" and "{empty_file}" are filled in per run.
+CASES: list[tuple[str, dict[str, str | None], str, list[str]]] = [
+    # quotas and periods
+    ("quota-not-a-number", {"dispatchThrottlingRatePerTopicInMsg": "fast"}, "load",
+     ["'dispatchThrottlingRatePerTopicInMsg'", "'fast' is not a positive integer, or -1 for no limit"]),
+    ("quota-zero", {"dispatchThrottlingRateInMsg": "0"}, "load",
+     ["'dispatchThrottlingRateInMsg': 0 is not allowed", "positive integer, or -1 for no limit"]),
+    ("quota-negative", {"dispatchThrottlingRatePerSubscriptionInByte": "-7"}, "load",
+     ["'dispatchThrottlingRatePerSubscriptionInByte': -7 is not allowed", "positive integer, or -1"]),
+    ("quota-fraction", {"dispatchThrottlingRatePerTopicInByte": "1.5"}, "load",
+     ["'dispatchThrottlingRatePerTopicInByte': '1.5' is not a positive integer"]),
+    ("period-negative", {"ratePeriodInSecond": "-1"}, "load", ["'ratePeriodInSecond': -1 is not allowed", "positive integer (seconds)"]),
+    ("period-zero", {"ratePeriodInSecond": "0"}, "load", ["'ratePeriodInSecond': 0 is not allowed"]),
+    ("policy-refresh-zero", {"policyRefreshIntervalMs": "0"}, "load", ["'policyRefreshIntervalMs'", "positive integer (milliseconds)"]),
+    ("metadata-refresh-negative", {"metadataRefreshIntervalMs": "-5"}, "load",
+     ["'metadataRefreshIntervalMs'", "non-negative integer (milliseconds)"]),
+    ("max-entries-per-trigger-zero", {"maxEntriesPerTrigger": "0"}, "load", ["'maxEntriesPerTrigger'", "positive integer (entries)"]),
+    ("max-rows-per-batch-text", {"maxRowsPerArrowBatch": "many"}, "load", ["'maxRowsPerArrowBatch': 'many' is not a positive integer"]),
+    ("threshold-negative", {"nonBacklogThresholdEntries": "-3"}, "load", ["'nonBacklogThresholdEntries'", "non-negative integer"]),
+    ("poll-timeout-zero", {"pollTimeoutMs": "0"}, "load", ["'pollTimeoutMs': 0 is not allowed", "positive integer (milliseconds)"]),
+    ("admin-timeout-text", {"adminTimeoutMs": "soon"}, "load", ["'adminTimeoutMs': 'soon' is not a positive integer"]),
+    # modes and switches
+    ("mode-unknown", {"throttlingMode": "turbo"}, "load", ["'throttlingMode': 'turbo' is not allowed", "one of precise, batch"]),
+    ("both-modes-true", {"preciseDispatcherFlowControl": "true", "dispatchThrottlingOnBatchMessageEnabled": "true"}, "load",
+     ["'preciseDispatcherFlowControl' and 'dispatchThrottlingOnBatchMessageEnabled' are mutually exclusive", "throttlingMode=precise|batch"]),
+    ("mode-contradicts-alias", {"throttlingMode": "batch", "preciseDispatcherFlowControl": "true"}, "load",
+     ["'throttlingMode'=batch contradicts", "set only one"]),
+    ("quota-source-unknown", {"quotaSource": "zookeeper"}, "load", ["'quotaSource': 'zookeeper'", "one of options, broker, both"]),
+    ("boolean-not-boolean", {"failOnDataLoss": "maybe"}, "load", ["'failOnDataLoss': 'maybe' is not allowed; expected true or false"]),
+    ("relative-not-boolean", {"relativeToPublishRate": "1"}, "load", ["'relativeToPublishRate': '1'", "true or false"]),
+    # starting positions
+    ("offsets-malformed-json", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1,'}, "load",
+     ["'startingOffsets': not 'earliest', 'latest' or valid JSON", "expected e.g."]),
+    ("offsets-not-an-object", {"startingOffsets": "[1, 2]"}, "load", ["'startingOffsets': the JSON must be a non-empty object"]),
+    ("offsets-missing-entry", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1}}'}, "load",
+     ["'startingOffsets' for partition {topic}-partition-0", "\"entryId\": <int>"]),
+    ("offsets-negative-position", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1, "entryId": -1}}'}, "load",
+     ["'startingOffsets' for partition {topic}-partition-0: ledgerId and entryId must be >= 0"]),
+    ("offsets-unknown-partition", {"startingOffsets": '{"{topic}-partition-7": "earliest"}'}, "start",
+     ["'startingOffsets' names partition(s) {topic}-partition-7 that the query does not read", "known partitions: {topic}-partition-0"]),
+    ("offsets-and-time", {"startingOffsets": "earliest", "startingTime": "1700000000000"}, "load",
+     ["'startingOffsets' and 'startingTime' are exclusive"]),
+    ("time-not-a-number", {"startingTime": "yesterday"}, "load", ["'startingTime': 'yesterday'", "epoch time in milliseconds"]),
+    # topics
+    ("topic-and-topics", {"topics": "{topic},other"}, "load",
+     ["Exactly one of the options 'topic', 'topics', 'topicsPattern' must be set; found: topic, topics"]),
+    ("no-topic", {"topic": None}, "load", ["Exactly one of the options 'topic', 'topics', 'topicsPattern'", "found: none"]),
+    ("topic-non-persistent", {"topic": "non-persistent://public/default/x"}, "load",
+     ["'topic': topic 'non-persistent://public/default/x' is non-persistent", "only persistent topics"]),
+    ("topic-malformed", {"topic": "a/b"}, "load", ["'topic': invalid topic name 'a/b'", "persistent://tenant/namespace/topic"]),
+    ("pattern-invalid-regex", {"topic": None, "topicsPattern": "persistent://public/default/orders-(["}, "load",
+     ["'topicsPattern'", "is not a valid regular expression"]),
+    ("pattern-regex-namespace", {"topic": None, "topicsPattern": "persistent://public/def.*/orders"}, "load",
+     ["'topicsPattern'", "tenant and namespace", "must be literal"]),
+    ("topic-unknown", {"topic": "no-such-topic-{unique}"}, "start",
+     ["Topic persistent://public/default/no-such-topic-{unique} does not exist"]),
+    ("topics-one-unknown", {"topic": None, "topics": "{topic},no-such-{unique}"}, "start",
+     ["persistent://public/default/no-such-{unique} does not exist"]),
+    ("pattern-unknown-namespace", {"topic": None, "topicsPattern": "persistent://public/no-such-ns-{unique}/x-.*"}, "start",
+     ["Namespace public/no-such-ns-{unique} does not exist"]),
+    # URLs and connectivity
+    ("service-url-http", {"service.url": "http://127.0.0.1:6650"}, "load",
+     ["'service.url': 'http://127.0.0.1:6650' is not a valid URL", "pulsar://host:port"]),
+    ("admin-url-no-scheme", {"admin.url": "localhost:8080"}, "load", ["'admin.url': 'localhost:8080' is not a valid URL", "http://host:port"]),
+    ("admin-url-bad-port", {"admin.url": "http://127.0.0.1:99999"}, "load", ["'admin.url'", "is not a valid URL"]),
+    ("admin-unreachable", {"admin.url": "http://127.0.0.1:{closed}", "adminTimeoutMs": "2000"}, "start",
+     ["Cannot reach the Pulsar admin API at http://127.0.0.1:{closed}", "'admin.url'"]),
+    ("admin-url-is-service-port", {"admin.url": "http://127.0.0.1:{service_port}", "adminTimeoutMs": "2000"}, "start",
+     ["Pulsar admin API at http://127.0.0.1:{service_port}", "'admin.url'"]),
+    ("broker-unreachable", {"service.url": "pulsar://127.0.0.1:{closed}", "startingOffsets": "earliest", **FAST_CLIENT}, "start",
+     ["Cannot open a reader on {topic}-partition-", "at pulsar://127.0.0.1:{closed}", "'service.url'"]),
+    # option names and pass-through settings
+    ("unknown-option", {"startingOffset": "earliest"}, "load", ["Unknown option(s) 'startingoffset'", "README's option table"]),
+    ("unknown-client-setting", {"pulsar.client.noSuchThing": "1"}, "load",
+     ["'pulsar.client.nosuchthing' is not a setting of pulsar-client", "allowed: ", "pulsar.client.operationtimeoutseconds"]),
+    ("client-setting-bad-type", {"pulsar.client.operationTimeoutSeconds": "soon"}, "load",
+     ["'pulsar.client.operationtimeoutseconds': 'soon' is not an integer"]),
+    ("reader-setting-bad-type", {"pulsar.reader.receiverQueueSize": "big"}, "load", ["'pulsar.reader.receiverqueuesize': 'big' is not an integer"]),
+    ("unknown-admin-setting", {"pulsar.admin.proxy": "x"}, "load", ["'pulsar.admin.proxy' is not an admin setting", "pulsar.admin.authParams"]),
+    ("auth-params-unsupported", {"pulsar.client.authParams": "user=me,password=hunter2"}, "load",
+     ["'pulsar.client.authParams': expected 'token:<jwt>'", "file:///path/to/token", "(value not shown)"]),
+    ("auth-token-file-missing", {"pulsar.client.authParams": "file:///no/such/token-{unique}"}, "load",
+     ["'pulsar.client.authParams': cannot read the token file /no/such/token-{unique}"]),
+    ("auth-token-file-empty", {"pulsar.admin.authParams": "file://{empty_file}"}, "load",
+     ["'pulsar.admin.authParams': the token file {empty_file} is empty"]),
+    ("admin-auth-plugin-unsupported", {"pulsar.admin.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationBasic"}, "load",
+     ["'pulsar.admin.authPluginClassName'", "is not supported", "AuthenticationToken"]),
+    ("auth-plugin-unsupported", {"pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationTls"}, "load",
+     ["'pulsar.client.authPluginClassName'", "is not supported", "AuthenticationToken"]),
+    ("subscription-invalid", {"subscription": "bad name!"}, "load", ["'subscription': 'bad name!' is not allowed", "letters, digits"]),
+]
+
+
+def _fill(text: str, values: dict[str, str]) -> str:
+    return re.sub(r"\{(topic|closed|service_port|unique|empty_file)\}", lambda m: values[m.group(1)], text)
+
+
+def test_the_table_is_large_and_names_are_unique():
+    assert len(CASES) >= 25
+    assert len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("extra,stage,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_fails_fast_and_clearly(spark, broker, topic, closed_port, unique, tmp_path, extra, stage, expected):
+    empty_file = tmp_path / "empty.token"
+    empty_file.write_text("\n")
+    values = {"topic": topic, "closed": str(closed_port), "service_port": broker.service_url.rsplit(":", 1)[1], "unique": unique,
+              "empty_file": str(empty_file)}
+    opts = source_options(broker, topic, quotaStatePath=str(tmp_path / "quota.sqlite"))
+    for key, value in extra.items():
+        if value is None:
+            opts.pop(key, None)
+        else:
+            opts[key] = _fill(value, values)
+    started = time.monotonic()
+    where, message = run_to_error(spark, opts, tmp_path / "cp")
+    elapsed = time.monotonic() - started
+    for part in expected:
+        assert _fill(part, values) in message, f"expected {_fill(part, values)!r} in the error at {where}:\n{message[:3000]}"
+    assert where == stage, f"expected the error at {stage}, got it at {where}:\n{message[:2000]}"
+    assert elapsed < (LOAD_BOUND_S if stage == "load" else START_BOUND_S), f"took {elapsed:.1f} s"
+
+
+# ---------------------------------------------------------------------------------------
+# A corrupted checkpoint
+
+
+@pytest.fixture(scope="module")
+def finished_checkpoint(spark, broker, topic, tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """A checkpoint of an AvailableNow query that read the whole topic (several micro-batches)."""
+    checkpoint = tmp_path_factory.mktemp("bad-input-cp") / "cp"
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger="8",
+                          quotaStatePath=str(checkpoint.parent / "quota.sqlite"))
+    sink = Collected()
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    assert q.awaitTermination(120) and q.exception() is None
+    assert sink.count() == 20
+    return checkpoint, opts
+
+
+def _latest_offset_file(checkpoint: Path) -> Path:
+    files = [p for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()]
+    return max(files, key=lambda p: int(p.name))
+
+
+def _corrupt(path: Path, how: str) -> None:
+    lines = path.read_text().splitlines()
+    # v1 / batch metadata / one offset line per source: the last line is this source's offset
+    assert lines[0] == "v1" and lines[-1].startswith("{\"persistent://"), lines
+    if how == "not-positions":
+        lines[-1] = '{"x": 1}'
+    elif how == "not-a-partition":
+        lines[-1] = '{"x": {"ledgerId": 1, "entryId": 2}}'
+    elif how in ("non-integer-entry", "uncommitted-batch"):
+        lines[-1] = re.sub(r'"entryId"\s*:\s*\d+', '"entryId": "five"', lines[-1], count=1)
+    elif how == "invalid-json":
+        lines[-1] = '{"persistent://public/default/t-partition-0": {"ledgerId": 3, '
+    path.write_text("\n".join(lines))
+
+
+HINT = "The offset log in the query's checkpoint (<checkpointLocation>/offsets) is corrupt or was not written by this source"
+
+
+CORRUPTIONS = [
+    ("not-positions", ["start offset (from the checkpoint) for partition x", "expected an object {\"ledgerId\": <int>, \"entryId\": <int>}", HINT]),
+    ("not-a-partition", ["start offset (from the checkpoint): 'x' is not a partition name", HINT]),
+    ("non-integer-entry", ["start offset (from the checkpoint) for partition persistent://", "ledgerId and entryId must be integers",
+                           "'entryId': 'five'", HINT]),
+    # The last batch was planned but not committed: Spark re-runs it with the offsets from its log.
+    ("uncommitted-batch", ["end offset of the micro-batch for partition persistent://", "ledgerId and entryId must be integers", HINT]),
+    # Invalid JSON never reaches the source: PySpark's planner runner parses the offset first and
+    # fails with a JSONDecodeError; Spark's message still says where (latestOffset, the offsets).
+    ("invalid-json", ["Failed when Python streaming data source perform latestOffset", "JSONDecodeError",
+                      "Current Committed Offsets", '{"persistent://public/default/t-partition-0": {"ledgerId": 3, ']),
+]
+
+
+@pytest.mark.parametrize("how,expected", CORRUPTIONS, ids=[c[0] for c in CORRUPTIONS])
+def test_corrupted_checkpoint_offset_is_a_clear_error(spark, finished_checkpoint, tmp_path, how, expected):
+    original, opts = finished_checkpoint
+    checkpoint = tmp_path / "cp"
+    shutil.copytree(original, checkpoint)
+    latest = _latest_offset_file(checkpoint)
+    _corrupt(latest, how)
+    if how == "uncommitted-batch":
+        (checkpoint / "commits" / latest.name).unlink()
+    started = time.monotonic()
+    sink = Collected()
+    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
+        .trigger(availableNow=True).start()
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            q.awaitTermination(START_BOUND_S)
+    finally:
+        q.stop()
+    message = str(err.value)
+    for part in expected:
+        assert part in message, f"expected {part!r} in:\n{message[:3000]}"
+    assert sink.count() == 0
+    assert time.monotonic() - started < START_BOUND_S
