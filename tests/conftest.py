@@ -20,12 +20,8 @@ TEST_ENTRIES_PER_LEDGER = 50
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    b = LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER)
-    b.start()
-    try:
+    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER) as b:  # stopped however the tests end
         yield b
-    finally:
-        b.stop()
 
 
 @pytest.fixture(scope="session")
