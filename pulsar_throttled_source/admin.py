@@ -154,10 +154,6 @@ class PulsarAdmin:
         return list(self._call("GET", f"persistent/{namespace}", f"listing the topics of namespace {namespace}",
                                not_found=f"Namespace {namespace} does not exist on {self.base}.", expect=list))
 
-    def list_partitioned_topics(self, namespace: str) -> list[str]:
-        return list(self._call("GET", f"persistent/{namespace}/partitioned", f"listing the partitioned topics of {namespace}",
-                               not_found=f"Namespace {namespace} does not exist on {self.base}.", expect=list))
-
     def internal_stats(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/internalStats", f"reading the ledgers of {partition}",
                           not_found=f"Topic {partition} does not exist on {self.base}.", expect="ledgers")

@@ -72,19 +72,6 @@ class Backlog:
         ledger, first, _, _ = self.runs[i]
         return EntryPosition(ledger, first + (k - before_e) - 1)
 
-    def entries_per_ledger(self, k: int) -> list[tuple[int, int]]:
-        """(ledger_id, entries) for the first k entries: how a range spans ledgers."""
-        out, left = [], k
-        for ledger, _, count, _ in self.runs:
-            if left <= 0:
-                break
-            take = min(count, left)
-            out.append((ledger, take))
-            left -= take
-        return out
-
-
-EMPTY_BACKLOG = Backlog.of([])
 
 
 @dataclass(frozen=True)

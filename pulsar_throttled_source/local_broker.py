@@ -275,7 +275,7 @@ def start(
     (conf / "log4j2.xml").write_text(LOG4J2_XML)
     log_path = data / "broker.log"
     cmd = [
-        java, f"-Xms256m", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC",
+        java, "-Xms256m", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC",
         *JAVA_OPENS,
         "-Dio.netty.tryReflectionSetAccessible=true",
         f"-Dlog4j.configurationFile={conf / 'log4j2.xml'}",

@@ -18,7 +18,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .admin import PulsarAdmin
-from .catalog import CatalogSnapshot, PartitionCatalog
+from .catalog import CatalogSnapshot, PartitionCatalog, PublishStats
 from .layout import Backlog, PartitionLayout
 from .options import SourceOptions
 from .policies import BrokerPolicies
@@ -195,13 +195,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         starts = self._drop_gone_partitions(starts, snap)
 
         backlogs: dict[str, Backlog] = {}
-        begin: dict[str, EntryPosition] = {}
         for partition, layout in snap.layouts.items():
             s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
             self._check_data_loss(partition, layout, s)
             # Trigger.AvailableNow: never beyond what was latest when the query started.
             until = max(s, self._target.get(partition, BEFORE_EARLIEST)) if self._target is not None else None
-            begin[partition] = s
             backlogs[partition] = layout.backlog_after(s, until)
         admitted = self._admit(backlogs, limit, snap)
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
@@ -209,12 +207,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # wait for the next window (windows start on whole epoch seconds) and plan again.
         while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
             log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
-            time.sleep(1.0 - time.time() % 1.0 + 0.01)
+            time.sleep(1.0 - self._clock() % 1.0 + 0.01)
             admitted = self._admit(backlogs, limit, snap)
 
         end = dict(starts)
-        for partition, s in begin.items():
-            end[partition] = backlogs[partition].position_after(s, admitted.get(partition, 0))
+        for partition, backlog in backlogs.items():
+            s = starts.get(partition, BEFORE_EARLIEST)
+            end[partition] = backlog.position_after(s, admitted.get(partition, 0))
         self._report = self._backlog_report(snap, end)
         return offsets_to_json(end)
 
@@ -255,13 +254,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 topic_rates.append(("broker", broker_topic))
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
-        stats = snap.stats.get(partition)
-        layout = snap.layouts[partition]
-        sample = stats.msg_in_counter / layout.entries_added if stats and layout.entries_added > 0 and stats.msg_in_counter > 0 else None
+        sample = msgs_per_entry(snap.stats.get(partition), snap.layouts[partition])
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
-        capped = backlog if entries == backlog.entries else _truncate(backlog, entries)
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
-                               bytes_for=capped.bytes_for, msgs_per_entry_sample=sample,
+                               bytes_for=backlog.bytes_for, msgs_per_entry_sample=sample,
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 
@@ -308,8 +304,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for partition, layout in snap.layouts.items():
             e = end.get(partition, BEFORE_EARLIEST)
             remaining = layout.backlog_after(e).entries
-            stats = snap.stats.get(partition)
-            per_entry = stats.msg_in_counter / layout.entries_added if stats and layout.entries_added else None
+            per_entry = msgs_per_entry(snap.stats.get(partition), layout)
             report[partition] = {
                 "latest": layout.latest.to_json(),
                 "backlogEntries": remaining,
@@ -378,12 +373,9 @@ def split_proportionally(wanted: dict[str, int], total: int) -> dict[str, int]:
     return shares
 
 
-def _truncate(backlog: Backlog, entries: int) -> Backlog:
-    runs, left = [], entries
-    for ledger, first, count, avg in backlog.runs:
-        if left <= 0:
-            break
-        take = min(count, left)
-        runs.append((ledger, first, take, avg))
-        left -= take
-    return Backlog.of(runs)
+
+def msgs_per_entry(stats: PublishStats | None, layout: PartitionLayout) -> float | None:
+    """Average messages per entry from the publish-side counters; None while unknown."""
+    if stats is None or layout.entries_added <= 0 or stats.msg_in_counter <= 0:
+        return None
+    return stats.msg_in_counter / layout.entries_added

@@ -44,7 +44,6 @@ def test_backlog_counts_entries_and_bytes_across_ledgers():
     assert b.position_after(EntryPosition(3, 2), 2) == EntryPosition(3, 4)
     assert b.position_after(EntryPosition(3, 2), 3) == EntryPosition(7, 0)
     assert b.position_after(EntryPosition(3, 2), 99) == EntryPosition(9, 1)
-    assert b.entries_per_ledger(4) == [(3, 2), (7, 2)]
 
 
 def test_backlog_from_beginning_until_bound_and_empty():
