@@ -187,14 +187,17 @@ def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch
     # returns the native message directly, which halves the per-message cost on this hot path.
     raw_read = getattr(reader, "_reader", reader).read_next
     timeout = cfg.poll_timeout_ms
-    keys: list[str | None] = []
-    values: list[bytes] = []
-    ids: list[bytes] = []
-    publish: list[int] = []
-    event: list[int | None] = []
-    props: list[list[tuple[str, str]]] = []
     limit = cfg.max_rows_per_batch
+    columns = _Columns()
     last_pos = (start_l, start_e)
+    # Where the current entry stands: decided at an entry's first message and reused for the
+    # rest of its batch (a batch's messages arrive consecutively, index after index), which
+    # saves two native calls per message on batched topics.
+    prev_index = -2
+    skip = False
+    in_end_entry = False
+    publish_ms = 0
+    ids = _EntryIds()
 
     while True:
         try:
@@ -206,40 +209,141 @@ def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch
                 "The broker may be overloaded or the data was deleted; raise 'pollTimeoutMs' or check the topic."
             ) from None
         mid = msg.message_id()
-        ledger, entry = mid.ledger_id(), mid.entry_id()
-        if ledger < start_l or (ledger == start_l and entry <= start_e):
-            continue  # the exclusive start entry (or earlier) is delivered by the broker; skip it
-        if ledger > end_l or (ledger == end_l and entry > end_e):
-            break  # first message past the range: it belongs to the next micro-batch
-        last_pos = (ledger, entry)
-        keys.append(msg.partition_key() or None)
-        values.append(msg.data())
-        ids.append(mid.serialize())
-        publish.append(msg.publish_timestamp() * 1000)
-        ev = msg.event_timestamp()
-        event.append(ev * 1000 if ev else None)
+        index = mid.batch_index()
+        if index < 1 or index != prev_index + 1:
+            ledger, entry = mid.ledger_id(), mid.entry_id()
+            if ledger > end_l or (ledger == end_l and entry > end_e):
+                break  # first message past the range: it belongs to the next micro-batch
+            # The exclusive start entry (or earlier) is delivered by the broker; skip it.
+            skip = ledger < start_l or (ledger == start_l and entry <= start_e)
+            in_end_entry = ledger == end_l and entry == end_e
+            last_pos = (ledger, entry)
+            publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
+            ids.new_entry(mid, index)
+        prev_index = index
+        if skip:
+            continue
+        columns.add(msg, ids.serialized(mid, index), publish_ms)
+        if columns.rows >= limit:
+            yield columns.to_batch(part)
+            columns = _Columns()
+        # Last entry of the range: done unless more messages of the same batch follow.
+        if in_end_entry and (index < 0 or not reader.has_message_available()):
+            break
+    if columns.rows:
+        yield columns.to_batch(part)
+
+
+class _EntryIds:
+    """`MessageId.serialize()` for the messages of one batched entry, built from the entry's
+    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and
+    splicing bytes costs a third of the native call. Any entry whose bytes do not have the
+    expected shape falls back to the native call, so the output is always serialize()'s."""
+
+    __slots__ = ("head", "tail")
+
+    def __init__(self) -> None:
+        self.head: bytes | None = None
+        self.tail = b""
+
+    def new_entry(self, mid: Any, index: int) -> None:
+        self.head = None
+        if index < 0:
+            return  # not batched: one message, nothing to share
+        whole = mid.serialize()
+        split = _batch_index_field(whole)
+        if split is None:
+            return
+        head, tail = whole[:split], whole[split + 1 + len(_varint(index)):]
+        if head + b"\x20" + _varint(index) + tail == whole:
+            self.head, self.tail = head + b"\x20", tail
+
+    def serialized(self, mid: Any, index: int) -> bytes:
+        if self.head is None:
+            return mid.serialize()
+        return self.head + (_VARINTS[index] if index < 4096 else _encode_varint(index)) + self.tail
+
+
+def _batch_index_field(data: bytes) -> int | None:
+    """Offset of the batch_index tag (field 4, varint) in a serialized MessageIdData whose
+    earlier fields (ledgerId, entryId, partition) are all varints; None otherwise."""
+    i = 0
+    while i < len(data):
+        tag = data[i]
+        if tag == 0x20:
+            return i
+        if tag not in (0x08, 0x10, 0x18):
+            return None
+        i += 1
+        while i < len(data) and data[i] & 0x80:
+            i += 1
+        i += 1
+    return None
+
+
+def _encode_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_VARINTS = [_encode_varint(i) for i in range(4096)]  # batch indexes: producers batch up to 1000 by default
+
+
+def _varint(value: int) -> bytes:
+    return _VARINTS[value] if value < 4096 else _encode_varint(value)
+
+
+_NO_PROPERTIES: list[tuple[str, str]] = []
+_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
+_TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
+
+
+class _Columns:
+    """Column lists for one Arrow batch, filled message by message."""
+
+    __slots__ = ("keys", "values", "ids", "publish_ms", "event_ms", "props", "rows")
+
+    def __init__(self) -> None:
+        self.keys: list[str | None] = []
+        self.values: list[bytes] = []
+        self.ids: list[bytes] = []
+        self.publish_ms: list[int] = []
+        self.event_ms: list[int] = []  # 0 = unset, as the client reports it
+        self.props: list[list[tuple[str, str]]] = []
+        self.rows = 0
+
+    def add(self, msg: Any, serialized_id: bytes, publish_ms: int) -> None:
+        self.keys.append(msg.partition_key() or None)
+        self.values.append(msg.data())
+        self.ids.append(serialized_id)
+        self.publish_ms.append(publish_ms)
+        self.event_ms.append(msg.event_timestamp())
         p = msg.properties()
-        props.append(list(p.items()) if p else [])
-        if len(values) >= limit:
-            yield _batch(part, keys, values, ids, publish, event, props)
-            keys, values, ids, publish, event, props = [], [], [], [], [], []
-        if ledger == end_l and entry == end_e:
-            # Last entry of the range: done unless more messages of the same batch follow.
-            if mid.batch_index() < 0 or not reader.has_message_available():
-                break
-    if values:
-        yield _batch(part, keys, values, ids, publish, event, props)
+        self.props.append(list(p.items()) if p else _NO_PROPERTIES)
+        self.rows += 1
+
+    def to_batch(self, part: PartitionRange) -> pa.RecordBatch:
+        import pyarrow.compute as pc
+
+        n = self.rows
+        event = pa.array(self.event_ms, pa.int64())
+        event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)
+        return pa.RecordBatch.from_arrays([
+            # Via large_string: pyarrow converts an all-None list to string ~100x slower.
+            pa.array(self.keys, pa.large_string()).cast(pa.string()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(part.partition, pa.string()), n),
+            pa.repeat(pa.scalar(part.partition_index, pa.int32()), n),
+            pa.array(self.ids, pa.binary()),
+            _ms_to_timestamp(pa.array(self.publish_ms, pa.int64())),
+            _ms_to_timestamp(event),
+            pa.array(self.props, ARROW_SCHEMA.field("properties").type),
+        ], schema=ARROW_SCHEMA)
 
 
-def _batch(part: PartitionRange, keys: list, values: list, ids: list, publish: list, event: list, props: list) -> pa.RecordBatch:
-    n = len(values)
-    return pa.RecordBatch.from_arrays([
-        pa.array(keys, pa.string()),
-        pa.array(values, pa.binary()),
-        pa.repeat(pa.scalar(part.partition, pa.string()), n),
-        pa.repeat(pa.scalar(part.partition_index, pa.int32()), n),
-        pa.array(ids, pa.binary()),
-        pa.array(publish, pa.timestamp("us", tz="UTC")),
-        pa.array(event, pa.timestamp("us", tz="UTC")),
-        pa.array(props, ARROW_SCHEMA.field("properties").type),
-    ], schema=ARROW_SCHEMA)
+def _ms_to_timestamp(millis: pa.Array) -> pa.Array:
+    return millis.cast(_TIMESTAMP_MS).cast(_TIMESTAMP_US)
