@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -297,7 +297,7 @@ def _varint(value: int) -> bytes:
     return _VARINTS[value] if value < 4096 else _encode_varint(value)
 
 
-_NO_PROPERTIES: list[tuple[str, str]] = []
+_NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it
 _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
 _TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
 
@@ -313,7 +313,7 @@ class _Columns:
         self.ids: list[bytes] = []
         self.publish_ms: list[int] = []
         self.event_ms: list[int] = []  # 0 = unset, as the client reports it
-        self.props: list[list[tuple[str, str]]] = []
+        self.props: list[Sequence[tuple[str, str]]] = []
         self.rows = 0
 
     def add(self, msg: Any, serialized_id: bytes, publish_ms: int) -> None:
