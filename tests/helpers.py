@@ -34,7 +34,6 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, pr
             partition_key: bool = True, properties: bool = True, payload_size: int = 0) -> list[Sent]:
     """Send `count` messages round-robin over the partitions; `batch` > 0 packs that many per entry."""
     sent: list[Sent] = []
-    results: list[tuple[int, pulsar.MessageId | None]] = []
     counter = iter(range(1 << 62))
     # Our own router: keyed messages would otherwise be hashed onto a few partitions.
     kwargs = dict(message_router=lambda msg, num_partitions: next(counter) % num_partitions)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulsar
+import pytest
+from pyspark.errors import StreamingQueryException
 
 
 @dataclass
@@ -58,3 +60,19 @@ def identity(row) -> tuple:
 
 def sent_identity(s) -> tuple:
     return (s.payload, s.key, tuple(sorted(s.properties.items())), s.partition, s.message_id)
+
+
+def start_collecting(spark, opts: dict[str, str], sink: Collected, checkpoint, **trigger: Any):
+    """Start a query of the source into `sink`; `trigger` as DataStreamWriter.trigger takes it."""
+    return (read_stream(spark, opts).writeStream.foreachBatch(sink.sink)
+            .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+
+
+def failure_of(query, timeout: float) -> str:
+    """The error `query` must stop with within `timeout` seconds; the query is stopped either way."""
+    try:
+        with pytest.raises(StreamingQueryException) as err:
+            query.awaitTermination(timeout)
+    finally:
+        query.stop()
+    return str(err.value)

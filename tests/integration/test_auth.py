@@ -26,8 +26,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from helpers import create_topic, produce
-from pyspark.errors import StreamingQueryException
-from streaming import Collected, identity, read_stream, sent_identity
+from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
 
 from pulsar_throttled_source import local_broker
 from pulsar_throttled_source.admin import AdminError, PulsarAdmin
@@ -116,12 +115,7 @@ def query_error(spark, opts: dict[str, str], checkpoint: Path) -> tuple[str, flo
     started = time.monotonic()
     q = read_stream(spark, opts).writeStream.format("noop").option("checkpointLocation", str(checkpoint)) \
         .trigger(availableNow=True).start()
-    try:
-        with pytest.raises(StreamingQueryException) as err:
-            q.awaitTermination(FAIL_BOUND_S)
-    finally:
-        q.stop()
-    message = str(err.value)
+    message = failure_of(q, FAIL_BOUND_S)
     assert_no_secret(message + json.dumps(q.status) + "".join(p.json for p in q.recentProgress),
                      secrets_of(*(v.split(":", 1)[1] for k, v in opts.items() if k.endswith("authParams") and v.startswith("token:"))),
                      "the query's error or status")
@@ -168,8 +162,7 @@ def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_t
     opts = auth_options(auth_broker, topic, tmp_path, startingOffsets="earliest", maxEntriesPerTrigger="25",
                         throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000", **auth)
     sink = Collected()
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")) \
-        .trigger(availableNow=True).start()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", availableNow=True)
     assert q.awaitTermination(120), "AvailableNow query did not finish"
     assert q.exception() is None
     got = Counter(identity(r) for r in sink.rows)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from helpers import create_topic, produce
-from pyspark.errors import AnalysisException, StreamingQueryException
-from streaming import Collected, read_stream, source_options
+from pyspark.errors import AnalysisException
+from streaming import Collected, failure_of, read_stream, source_options, start_collecting
 
 LOAD_BOUND_S = 30  # an option error needs no broker: Spark's planner process only
 START_BOUND_S = 60  # an error that needs the broker: bounded by the small timeouts each case sets
@@ -49,12 +49,7 @@ def run_to_error(spark, opts: dict[str, str], checkpoint: Path) -> tuple[str, st
         return "load", str(e)
     q = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)) \
         .trigger(processingTime="200 milliseconds").start()
-    try:
-        with pytest.raises(StreamingQueryException) as err:
-            q.awaitTermination(START_BOUND_S)
-        return "start", str(err.value)
-    finally:
-        q.stop()
+    return "start", failure_of(q, START_BOUND_S)
 
 
 # (id, options added to a valid base (None removes one), where it fails, substrings of the message)
@@ -192,8 +187,7 @@ def finished_checkpoint(spark, broker, topic, tmp_path_factory) -> tuple[Path, d
     opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger="8",
                           quotaStatePath=str(checkpoint.parent / "quota.sqlite"))
     sink = Collected()
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(availableNow=True).start()
+    q = start_collecting(spark, opts, sink, checkpoint, availableNow=True)
     assert q.awaitTermination(120) and q.exception() is None
     assert sink.count() == 20
     return checkpoint, opts
@@ -247,14 +241,7 @@ def test_corrupted_checkpoint_offset_is_a_clear_error(spark, finished_checkpoint
         (checkpoint / "commits" / latest.name).unlink()
     started = time.monotonic()
     sink = Collected()
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(availableNow=True).start()
-    try:
-        with pytest.raises(StreamingQueryException) as err:
-            q.awaitTermination(START_BOUND_S)
-    finally:
-        q.stop()
-    message = str(err.value)
+    message = failure_of(start_collecting(spark, opts, sink, checkpoint, availableNow=True), START_BOUND_S)
     for part in expected:
         assert part in message, f"expected {part!r} in:\n{message[:3000]}"
     assert sink.count() == 0

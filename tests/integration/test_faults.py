@@ -27,7 +27,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from helpers import create_topic, produce, wait_until
-from streaming import Collected, entry_of, identity, read_stream, sent_identity, source_options
+from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting
 
 from pulsar_throttled_source.admin import AdminError, PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
@@ -182,8 +182,7 @@ def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admi
                           dispatchThrottlingRatePerTopicInMsg=QUOTA, quotaStatePath=tmp_path / "quota.sqlite",
                           # a restart takes 10-60 s on a loaded 2-core machine (the default budget is 60 s)
                           adminRetryTimeoutMs=180_000)
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")) \
-        .trigger(processingTime="500 milliseconds").start()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="500 milliseconds")
     try:
         wait_until(lambda: sink.count() >= 100, 120, what="the first throttled batches")
         before = sink.count()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from helpers import create_topic, produce, wait_until
 from pyspark.errors import StreamingQueryException
-from streaming import Collected, identity, read_stream, sent_identity, source_options
+from streaming import Collected, failure_of, identity, sent_identity, source_options, start_collecting
 
 
 class Crash(RuntimeError):
@@ -78,8 +78,7 @@ def test_restarts_at_ten_points_deliver_exactly_once(spark, broker, admin, pulsa
                           quotaStatePath=str(tmp_path / "quota.sqlite"))
 
     def start(sink: FaultySink, trigger: dict):
-        return read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", checkpoint) \
-            .trigger(**trigger).start()
+        return start_collecting(spark, opts, sink, checkpoint, **trigger)
 
     def last_batch() -> int:
         return max(store) if store else -1
@@ -160,8 +159,7 @@ def test_pattern_topic_created_and_deleted(spark, broker, admin, pulsar_client, 
         sink = Collected()
         opts = source_options(broker, None, topicsPattern=f"persistent://public/default/patdel-{unique}-.*",
                               startingOffsets="earliest", failOnDataLoss=fail)
-        q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / fail)) \
-            .trigger(processingTime="200 milliseconds").start()
+        q = start_collecting(spark, opts, sink, tmp_path / fail, processingTime="200 milliseconds")
         try:
             wait_until(lambda: sink.count() >= 10, 60, what="first topic")
             b = create_topic(admin, f"patdel-{unique}-b{fail}", 2)
@@ -169,9 +167,8 @@ def test_pattern_topic_created_and_deleted(spark, broker, admin, pulsar_client, 
             wait_until(lambda: sink.count() >= 18, 60, what="created topic picked up")
             admin.delete_topic(TopicName.parse(b), partitioned=True)
             if fail == "true":
-                with pytest.raises(StreamingQueryException) as err:
-                    q.awaitTermination(60)
-                assert b in str(err.value) and "deleted" in str(err.value)
+                message = failure_of(q, 60)
+                assert b in message and "deleted" in message
             else:
                 more = produce(pulsar_client, a, 5, prefix="more")
                 wait_until(lambda: sink.count() >= 23, 60, what="query continues after the deletion")

@@ -7,8 +7,7 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce, wait_until
-from pyspark.errors import StreamingQueryException
-from streaming import Collected, entry_of, identity, read_stream, sent_identity, source_options
+from streaming import Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting
 
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
@@ -33,8 +32,7 @@ def assert_exactly(rows, sent) -> None:
 
 
 def run_available_now(spark, opts, checkpoint, sink: Collected, timeout: float = 180) -> None:
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(availableNow=True).start()
+    q = start_collecting(spark, opts, sink, checkpoint, availableNow=True)
     assert q.awaitTermination(timeout), "AvailableNow query did not finish"
     assert q.exception() is None
 
@@ -52,8 +50,7 @@ def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topi
 def test_trigger_once_reads_everything_in_one_batch(spark, broker, backlog_topic, tmp_path):
     topic, sent = backlog_topic
     sink = Collected()
-    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest")).writeStream.foreachBatch(sink.sink) \
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(once=True).start()
+    q = start_collecting(spark, source_options(broker, topic, startingOffsets="earliest"), sink, tmp_path / "cp", once=True)
     assert q.awaitTermination(180)
     assert len(sink.batches) == 1
     assert_exactly(sink.rows, sent)
@@ -63,8 +60,8 @@ def test_processing_time_trigger_and_new_data_while_running(spark, broker, admin
     topic = create_topic(admin, f"live-{unique}", 2)
     sent = produce(pulsar_client, topic, 300, batch=7)
     sink = Collected()
-    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=20)).writeStream \
-        .foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=20)
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
         wait_until(lambda: sink.count() >= 300, 120, what="backlog read")
         sent += produce(pulsar_client, topic, 50, prefix="late")
@@ -82,8 +79,7 @@ def test_restart_on_checkpoint_continues_exactly_once(spark, broker, backlog_top
     checkpoint = tmp_path / "cp"
     sink = Collected()
     opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=60)
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(processingTime="100 milliseconds").start()
+    q = start_collecting(spark, opts, sink, checkpoint, processingTime="100 milliseconds")
     wait_until(lambda: len(sink.batches) >= 3, 120, what="three batches")
     q.stop()
     first_run = sink.count()
@@ -96,8 +92,8 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(spark, broker, ad
     topic = create_topic(admin, f"grow-{unique}", 2)
     sent = produce(pulsar_client, topic, 40)
     sink = Collected()
-    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest")).writeStream.foreachBatch(sink.sink) \
-        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start()
+    opts = source_options(broker, topic, startingOffsets="earliest")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
         wait_until(lambda: sink.count() >= 40, 60, what="first partitions")
         admin.update_partitions(TopicName.parse(topic), 3)
@@ -115,8 +111,7 @@ def test_topics_pattern_picks_up_new_topics(spark, broker, admin, pulsar_client,
     sent = produce(pulsar_client, first, 10)
     sink = Collected()
     opts = source_options(broker, None, topicsPattern=f"persistent://public/default/pat-{unique}-.*", startingOffsets="earliest")
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")) \
-        .trigger(processingTime="200 milliseconds").start()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
         wait_until(lambda: sink.count() >= 10, 60, what="first topic")
         second = create_topic(admin, f"pat-{unique}-b", 2)
@@ -148,8 +143,7 @@ def test_starting_latest_time_and_positions(spark, broker, admin, pulsar_client,
     assert_exactly(sink.rows, old[10:] + new)
     # latest: only what arrives after the query started
     sink = Collected()
-    q = read_stream(spark, source_options(broker, topic)).writeStream.foreachBatch(sink.sink) \
-        .option("checkpointLocation", str(tmp_path / "l")).trigger(processingTime="200 milliseconds").start()
+    q = start_collecting(spark, source_options(broker, topic), sink, tmp_path / "l", processingTime="200 milliseconds")
     try:
         wait_until(lambda: q.lastProgress is not None, 60, what="first batch")
         later = produce(pulsar_client, topic, 5, prefix="later")
@@ -163,8 +157,8 @@ def test_starting_latest_time_and_positions(spark, broker, admin, pulsar_client,
 def test_reported_latest_offset_carries_backlog(spark, broker, backlog_topic, tmp_path):
     topic, _ = backlog_topic
     sink = Collected()
-    q = read_stream(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=100)).writeStream \
-        .foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="1 second").start()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=100)
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="1 second")
     try:
         wait_until(lambda: q.lastProgress is not None and q.lastProgress["numInputRows"] > 0, 60, what="progress")
         import json
@@ -183,12 +177,7 @@ def _start_error(spark, opts, tmp_path) -> str:
             .trigger(processingTime="200 milliseconds").start()
     except Exception as e:  # invalid options fail at load()/start()
         return str(e)
-    try:
-        with pytest.raises(StreamingQueryException) as err:
-            q.awaitTermination(90)
-        return str(err.value)
-    finally:
-        q.stop()
+    return failure_of(q, 90)
 
 
 def test_unknown_topic_is_a_clear_error(spark, broker, tmp_path, unique):
@@ -252,24 +241,18 @@ def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_p
     checkpoint = tmp_path / "cp"
     sink = Collected()
     opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=10)
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(processingTime="100 milliseconds").start()
+    q = start_collecting(spark, opts, sink, checkpoint, processingTime="100 milliseconds")
     wait_until(lambda: sink.count() >= 10, 60, what="first batch")
     q.stop()
     read_before = {bytes(r.value) for r in sink.rows}
     _trim_everything(admin, topic)
     after = produce(pulsar_client, topic, 15, prefix="after")
 
-    q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(checkpoint)) \
-        .trigger(availableNow=True).start()
-    with pytest.raises(StreamingQueryException) as err:
-        q.awaitTermination(90)
-    message = str(err.value)
+    message = failure_of(start_collecting(spark, opts, sink, checkpoint, availableNow=True), 90)
     assert f"Data loss in {topic}" in message and "failOnDataLoss=false" in message
 
     sink2 = Collected()
-    q = read_stream(spark, {**opts, "failOnDataLoss": "false"}).writeStream.foreachBatch(sink2.sink) \
-        .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    q = start_collecting(spark, {**opts, "failOnDataLoss": "false"}, sink2, checkpoint, availableNow=True)
     assert q.awaitTermination(120) and q.exception() is None
     got = [bytes(r.value) for r in sink2.rows]
     assert len(got) == len(set(got))
@@ -286,15 +269,13 @@ def test_deleted_topic_fails_or_continues(spark, broker, admin, pulsar_client, t
         produce(pulsar_client, gone, 10)
         sink = Collected()
         opts = source_options(broker, None, topics=f"{keep},{gone}", startingOffsets="earliest", failOnDataLoss=fail)
-        q = read_stream(spark, opts).writeStream.foreachBatch(sink.sink).option("checkpointLocation", str(tmp_path / fail)) \
-            .trigger(processingTime="200 milliseconds").start()
+        q = start_collecting(spark, opts, sink, tmp_path / fail, processingTime="200 milliseconds")
         try:
             wait_until(lambda: sink.count() >= 20, 60, what="both topics")
             admin.delete_topic(TopicName.parse(gone), partitioned=True)
             if fail == "true":
-                with pytest.raises(StreamingQueryException) as err:
-                    q.awaitTermination(60)
-                assert gone in str(err.value) and "deleted" in str(err.value)
+                message = failure_of(q, 60)
+                assert gone in message and "deleted" in message
             else:
                 more = produce(pulsar_client, keep, 5, prefix="more")
                 wait_until(lambda: sink.count() >= 25, 60, what="query continues without the deleted topic")

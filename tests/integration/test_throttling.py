@@ -35,6 +35,7 @@ TRIGGER = {"processingTime": f"{PERIOD_S} second"}
 BACKLOG_PARTITIONS = 2
 BACKLOG_MSGS_PER_ENTRY = 10
 BACKLOG_ENTRIES = 300  # per partition: 6 windows at 50 entries
+BACKLOG_MSGS = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
 
 
 # ---------------------------------------------------------------------------------------
@@ -225,7 +226,7 @@ def at_second_fraction(fraction: float) -> None:
 def backlog_topic(admin, pulsar_client) -> str:
     """2 partitions x 300 entries of 10 messages: several periods of backlog at 50 entries."""
     topic = create_topic(admin, f"throttle-backlog-{time.time_ns()}", BACKLOG_PARTITIONS)
-    produce(pulsar_client, topic, BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY, batch=BACKLOG_MSGS_PER_ENTRY)
+    produce(pulsar_client, topic, BACKLOG_MSGS, batch=BACKLOG_MSGS_PER_ENTRY)
     stats = admin.partitioned_internal_stats(TopicName.parse(topic))
     per_partition = {p: s["entriesAddedCounter"] for p, s in stats.items()}
     # A slow machine may close some batches early (more, smaller entries): tests count the
@@ -239,6 +240,20 @@ def backlog_entries(admin, topic: str) -> dict[str, int]:
     return {p: int(s["entriesAddedCounter"]) for p, s in stats.items()}
 
 
+def drain_backlog(spark, broker, tmp_path: Path, topic: str, mode: str, quota: int) -> tuple[list[Batch], str]:
+    """Drain the shared backlog under a topic message quota in `mode`: the data batches and their table."""
+    sink = Sink(f"{mode} mode")
+    query = start_query(spark, options(broker, tmp_path, topic, subscription=f"{mode}-mode", throttlingMode=mode,
+                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: sink.total() >= BACKLOG_MSGS, 150, what="the whole backlog")
+    finally:
+        stop(query, sink)
+    table = sink.table(partitions_of(topic, BACKLOG_PARTITIONS))
+    print(table)
+    return sink.data_batches(), table
+
+
 # ---------------------------------------------------------------------------------------
 # 1. batch mode: never more entries than the quota, per batch and per window
 
@@ -247,20 +262,10 @@ def test_batch_mode_admits_exactly_the_entry_quota_per_window(spark, broker, adm
     quota = 50
     parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
     entries = backlog_entries(admin, backlog_topic)
-    total_msgs = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
-    sink = Sink("batch mode")
-    query = start_query(spark, options(broker, tmp_path, backlog_topic, subscription="batch-mode", throttlingMode="batch",
-                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
-    try:
-        wait_until(lambda: sink.total() >= total_msgs, 150, what="the whole backlog")
-    finally:
-        stop(query, sink)
-    table = sink.table(parts)
-    print(table)
-    batches = sink.data_batches()
+    batches, table = drain_backlog(spark, broker, tmp_path, backlog_topic, "batch", quota)
 
     ids = [i for b in batches for i in b.ids]
-    assert len(ids) == len(set(ids)) == total_msgs, table
+    assert len(ids) == len(set(ids)) == BACKLOG_MSGS, table
     for p in parts:
         got = [b.n_entries(p) for b in batches if b.n_entries(p)]
         assert sum(got) == entries[p], table
@@ -280,18 +285,8 @@ def test_batch_mode_admits_exactly_the_entry_quota_per_window(spark, broker, adm
 def test_precise_mode_delivers_the_message_quota_per_window(spark, broker, admin, backlog_topic, tmp_path):
     quota = 500
     parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
-    total_msgs = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
-    sink = Sink("precise mode")
-    query = start_query(spark, options(broker, tmp_path, backlog_topic, subscription="precise-mode", throttlingMode="precise",
-                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
-    try:
-        wait_until(lambda: sink.total() >= total_msgs, 150, what="the whole backlog")
-    finally:
-        stop(query, sink)
-    table = sink.table(parts)
-    print(table)
-    batches = sink.data_batches()
-    assert sum(b.rows for b in batches) == total_msgs, table
+    batches, table = drain_backlog(spark, broker, tmp_path, backlog_topic, "precise", quota)
+    assert sum(b.rows for b in batches) == BACKLOG_MSGS, table
     for p in parts:
         got = [b.msgs.get(p, 0) for b in batches if b.msgs.get(p)]
         full = got[:-1]  # the last batch of a partition takes what is left
