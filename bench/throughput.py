@@ -3,7 +3,7 @@
 Both sides run in the same process count (Spark local[N] vs N reader processes), against the
 same real local broker, in the same run; the figure that matters is the ratio.
 
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/throughput.py [--messages 1000000] [--processes 2]
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/throughput.py [--messages 1000000] [--processes 2] [--rounds 3]
 """
 
 from __future__ import annotations

@@ -73,7 +73,6 @@ class Backlog:
         return EntryPosition(ledger, first + (k - before_e) - 1)
 
 
-
 @dataclass(frozen=True)
 class PartitionLayout:
     """Ledgers of one partition (oldest first) with their entry counts and sizes."""

@@ -261,7 +261,7 @@ class _EntryIds:
     def serialized(self, mid: Any, index: int) -> bytes:
         if self.head is None:
             return mid.serialize()
-        return self.head + (_VARINTS[index] if index < 4096 else _encode_varint(index)) + self.tail
+        return self.head + _varint(index) + self.tail
 
 
 def _batch_index_field(data: bytes) -> int | None:

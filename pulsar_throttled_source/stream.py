@@ -373,7 +373,6 @@ def split_proportionally(wanted: dict[str, int], total: int) -> dict[str, int]:
     return shares
 
 
-
 def msgs_per_entry(stats: PublishStats | None, layout: PartitionLayout) -> float | None:
     """Average messages per entry from the publish-side counters; None while unknown."""
     if stats is None or layout.entries_added <= 0 or stats.msg_in_counter <= 0:
