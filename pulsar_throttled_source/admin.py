@@ -7,17 +7,24 @@ Once the API has answered at least once, a lookup (GET) that fails with a connec
 error, a timeout or an HTTP 5xx is retried with exponential backoff for up to
 `retry_timeout_s` after the first failure of the outage (a broker restart); a wrong
 `admin.url` still fails at the first request.
+
+A topic whose ownership moves between brokers (bundle unload, load shedding, rolling
+restart) is answered with 307 to the new owner (followed, credentials kept) or 412/503
+with a reason such as "Can't find owner" or "is being unloaded": such answers come from
+a broker, so they are retried within the same budget from the very first request.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import Any
+from urllib.parse import urlparse
 
 import requests
 
-from .topics import TopicName
+from .topics import TopicName, namespace_rest_path
 
 log = logging.getLogger(__name__)
 
@@ -30,16 +37,36 @@ class TopicNotFound(AdminError):
     pass
 
 
+class TransactionsDisabled(AdminError):
+    """The broker runs without a transaction coordinator: no topic of it holds transactions."""
+
+
+TRANSACTIONS_DISABLED = re.compile(r"transactionCoordinatorEnabled", re.IGNORECASE)
+
+
 class _Transient(AdminError):
     """A failure that may go away (connection, timeout, 5xx): retried once the API answered before."""
 
-    def __init__(self, message: str, reason: str) -> None:
+    def __init__(self, message: str, reason: str, from_broker: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
+        self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
 
 
 RETRY_FIRST_DELAY_S = 0.5
 RETRY_MAX_DELAY_S = 5.0
+# What a Pulsar broker answers while a topic's ownership moves (bundle unload, load shedding, restarts).
+OWNERSHIP_MOVING = re.compile(r"owner|unload|not ?ready|ServiceUnitNotReady|not served|temporarily unavailable"
+                              r"|being (?:loaded|closed|fenced|transferred)", re.IGNORECASE)
+
+
+class _OwnerRedirectSession(requests.Session):
+    """A session that keeps credentials when a broker redirects a lookup (307) to the broker that
+    owns the topic: requests drops them on any host or port change, and the owner then answers
+    401. They are still dropped on a downgrade from https to http."""
+
+    def should_strip_auth(self, old_url: str, new_url: str) -> bool:
+        return urlparse(old_url).scheme == "https" and urlparse(new_url).scheme != "https"
 
 
 class PulsarAdmin:
@@ -51,7 +78,7 @@ class PulsarAdmin:
         self._answered = False  # retries start only after the API has answered once
         self._failing_since: float | None = None  # start of the current outage (one budget for all calls)
         self.retries = 0
-        self._session = requests.Session()
+        self._session = _OwnerRedirectSession()
         self._session.verify = tls_verify
         if auth_token:
             self._session.headers["Authorization"] = f"Bearer {auth_token}"
@@ -65,16 +92,16 @@ class PulsarAdmin:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _call(self, method: str, path: str, what: str, *, json: Any = None, params: dict | None = None,
-              not_found: str | None = None, expect: str | type | None = None) -> Any:
+              not_found: str | None = None, expect: str | type | None = None, api: str = "v2") -> Any:
         """`expect`: a key the JSON object must have, or the type of the JSON value. A broker that
         is stopping or starting answers some requests with 200 and an error object (a stack
         trace) instead: such an answer counts as a transient failure, never as "no partitions"."""
         attempt = 0
         while True:
             try:
-                result = self._call_once(method, path, what, json=json, params=params, not_found=not_found, expect=expect)
+                result = self._call_once(method, path, what, json=json, params=params, not_found=not_found, expect=expect, api=api)
             except _Transient as e:
-                if not self._answered or self.retry_timeout_s <= 0 or method != "GET":
+                if not (self._answered or e.from_broker) or self.retry_timeout_s <= 0 or method != "GET":
                     raise AdminError(str(e)) from None
                 now = time.monotonic()
                 if self._failing_since is None:
@@ -84,7 +111,7 @@ class PulsarAdmin:
                     raise AdminError(f"{e} Gave up after retrying for {self.retry_timeout_s:.0f} s (option 'adminRetryTimeoutMs').") from None
                 attempt += 1
                 delay = min(RETRY_FIRST_DELAY_S * 2 ** (attempt - 1), RETRY_MAX_DELAY_S, left)
-                log.warning("admin API unreachable, retry %d in %.1f s (%s from %s while %s; retrying for up to %.0f s, "
+                log.warning("admin API unavailable, retry %d in %.1f s (%s from %s while %s; retrying for up to %.0f s, "
                             "option adminRetryTimeoutMs)", attempt, delay, e.reason, self.base, what, self.retry_timeout_s)
                 self.retries += 1
                 time.sleep(delay)
@@ -100,8 +127,8 @@ class PulsarAdmin:
             return result
 
     def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
-                   expect: str | type | None) -> Any:
-        url = f"{self.base}/admin/v2/{path}"
+                   expect: str | type | None, api: str) -> Any:
+        url = f"{self.base}/admin/{api}/{path}"
         self.requests_made += 1
         try:
             resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
@@ -111,10 +138,13 @@ class PulsarAdmin:
         except requests.exceptions.RequestException as e:
             reason = type(e).__name__
             raise _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).", reason) from None
-        if resp.status_code >= 500:
+        if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
+            raise TransactionsDisabled(f"The broker at {self.base} runs without transactions (transactionCoordinatorEnabled=false).")
+        if resp.status_code >= 500 or resp.status_code in (307, 412) and OWNERSHIP_MOVING.search(resp.text):
             detail = resp.text.strip()[:300]
+            moving = resp.status_code in (307, 412, 503) and bool(OWNERSHIP_MOVING.search(resp.text))
             raise _Transient(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}",
-                             f"HTTP {resp.status_code}")
+                             f"HTTP {resp.status_code}" + (" (topic ownership moving)" if moving else ""), from_broker=moving)
         if resp.status_code == 404 and not_found is not None:
             raise TopicNotFound(not_found)
         if resp.status_code in (401, 403):
@@ -151,7 +181,7 @@ class PulsarAdmin:
 
     def list_topics(self, namespace: str) -> list[str]:
         """All persistent topics of a namespace, partitions listed individually."""
-        return list(self._call("GET", f"persistent/{namespace}", f"listing the topics of namespace {namespace}",
+        return list(self._call("GET", f"persistent/{namespace_rest_path(namespace)}", f"listing the topics of namespace {namespace}",
                                not_found=f"Namespace {namespace} does not exist on {self.base}.", expect=list))
 
     def internal_stats(self, partition: TopicName) -> dict[str, Any]:
@@ -175,6 +205,14 @@ class PulsarAdmin:
                     found.pop(str(name), None)
         return found
 
+    def max_read_position(self, partition: TopicName) -> str:
+        """The transaction buffer's max read position ("ledger:entry"): the broker dispatches nothing
+        past it while a transaction that started before it is open. Raises TransactionsDisabled."""
+        body = self._call("GET", f"transactions/transactionBufferStats/{partition.rest_path.split('/', 1)[1]}",
+                          f"reading the transaction buffer of {partition}", api="v3",
+                          not_found=f"Topic {partition} does not exist on {self.base}.", expect="maxReadPosition")
+        return str(body["maxReadPosition"])
+
     def stats(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}",
                           not_found=f"Topic {partition} does not exist on {self.base}.")
@@ -188,6 +226,23 @@ class PulsarAdmin:
     def last_message_id(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/lastMessageId", f"reading the last message id of {partition}",
                           not_found=f"Topic {partition} does not exist on {self.base}.")
+
+    def entry_headers(self, partition: TopicName, ledger_id: int, entry_id: int) -> dict[str, str] | None:
+        """The broker's metadata headers of one stored entry (chunk, transaction, encryption), or None
+        when it is no longer stored. HEAD: the broker reads the entry but only headers travel."""
+        url = f"{self.base}/admin/v2/{partition.rest_path}/ledger/{ledger_id}/entry/{entry_id}"
+        what = f"reading the metadata of entry {ledger_id}:{entry_id} of {partition}"
+        self.requests_made += 1
+        try:
+            resp = self._session.head(url, timeout=self.timeout_s)
+        except requests.exceptions.RequestException as e:
+            raise AdminError(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({type(e).__name__}); "
+                             "check option 'admin.url' (read tasks use it for chunked and transactional topics).") from None
+        if resp.status_code == 404:
+            return None
+        if resp.status_code != 200:
+            raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {resp.reason}")
+        return dict(resp.headers)
 
     def message_id_by_timestamp(self, partition: TopicName, timestamp_ms: int) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/messageid/{timestamp_ms}",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from urllib.parse import quote
 
 PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
 NAME = re.compile(r"^(?P<domain>persistent|non-persistent)://(?P<tenant>[^/]+)/(?P<namespace>[^/]+)/(?P<local>[^/]+)$")
@@ -44,8 +45,9 @@ class TopicName:
 
     @property
     def rest_path(self) -> str:
-        """The path segment of the admin REST API, e.g. persistent/public/default/orders."""
-        return f"{self.domain}/{self.tenant}/{self.namespace}/{self.local}"
+        """The path segment of the admin REST API, e.g. persistent/public/default/orders. Each name is
+        percent-encoded: `#`, `?` and `%` are legal in Pulsar names and would otherwise end the path."""
+        return f"{self.domain}/{namespace_rest_path(self.namespace_name)}/{quote(self.local, safe='')}"
 
     @property
     def namespace_name(self) -> str:
@@ -65,6 +67,11 @@ class TopicName:
         """The partitioned topic a partition belongs to (itself when not a partition)."""
         match = PARTITION_SUFFIX.match(self.local)
         return TopicName(self.domain, self.tenant, self.namespace, match["base"]) if match else self
+
+
+def namespace_rest_path(namespace: str) -> str:
+    """`tenant/namespace` with each name percent-encoded for an admin REST path."""
+    return "/".join(quote(part, safe="") for part in namespace.split("/"))
 
 
 def partition_sort_key(partition: str) -> tuple[str, int]:

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 
 import pulsar
+import requests
 
 from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.topics import TopicName
@@ -73,6 +74,22 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, pr
         assert mid is not None
         sent.append(Sent(body, key, props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
     return sent
+
+
+def create_namespace(admin: PulsarAdmin, namespace: str) -> str:
+    """A namespace of its own, so that unloading its bundles disturbs no other test's topics."""
+    requests.put(f"{admin.base}/admin/v2/namespaces/{namespace}", timeout=30).raise_for_status()
+    return namespace
+
+
+def unload_bundles(admin: PulsarAdmin, namespace: str) -> int:
+    """Unload every bundle of `namespace` (what load shedding does): its topics move to a new owner."""
+    bundles = requests.get(f"{admin.base}/admin/v2/namespaces/{namespace}/bundles", timeout=30)
+    bundles.raise_for_status()
+    bounds = bundles.json()["boundaries"]
+    for lo, hi in zip(bounds, bounds[1:]):
+        requests.put(f"{admin.base}/admin/v2/namespaces/{namespace}/{lo}_{hi}/unload", timeout=60).raise_for_status()
+    return len(bounds) - 1
 
 
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.2, what: str = "condition") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,24 @@ def start_collecting(spark, opts: dict[str, str], sink: Collected, checkpoint, *
     """Start a query of the source into `sink`; `trigger` as DataStreamWriter.trigger takes it."""
     return (read_stream(spark, opts).writeStream.foreachBatch(sink.sink)
             .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+
+
+def caught_up(query) -> bool:
+    """Whether the query's last completed micro-batch left no backlog: everything published before it
+    was planned has been delivered, and a late duplicate could only come from a batch with new data."""
+    progress = query.lastProgress
+    if not progress or not progress["sources"]:
+        return False
+    report = json.loads(progress["sources"][0].get("latestOffset") or "{}")
+    return bool(report) and all(p.get("backlogEntries") == 0 for p in report.values())
+
+
+def wait_caught_up(query, timeout: float = 60.0) -> None:
+    """Wait on the query's own state (not a sleep) until it has caught up, failing early if it stopped."""
+    from helpers import wait_until
+
+    wait_until(lambda: caught_up(query) or not query.isActive, timeout, what="the query to catch up")
+    assert query.isActive, f"the query stopped: {query.exception()}"
 
 
 def failure_of(query, timeout: float) -> str:

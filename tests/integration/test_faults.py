@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from helpers import create_topic, produce, wait_until
-from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting
+from helpers import create_namespace, create_topic, produce, unload_bundles, wait_until
+from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting, wait_caught_up
 
 from pulsar_throttled_source.admin import AdminError, PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
@@ -74,12 +74,16 @@ def assert_exactly_once(rows, sent) -> None:
 
 
 class _Scripted(BaseHTTPRequestHandler):
-    statuses: list[int | tuple[int, bytes]] = []  # served in order; 200 [] once the script is used up
+    statuses: list[int | tuple[int, bytes] | tuple[int, bytes, str]] = []  # served in order; 200 [] once used up
+    seen_auth: list[str | None] = []  # the Authorization header of every request, in order
 
     def do_GET(self) -> None:  # noqa: N802
+        type(self).seen_auth.append(self.headers.get("Authorization"))
         step = type(self).statuses.pop(0) if type(self).statuses else 200
-        status, body = step if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
+        status, body = step[:2] if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
         self.send_response(status)
+        if isinstance(step, tuple) and len(step) == 3:
+            self.send_header("Location", step[2])  # a redirect to the topic's owner broker
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -94,6 +98,7 @@ class _Scripted(BaseHTTPRequestHandler):
 def stub_admin_api():
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
     _Scripted.statuses = []
+    _Scripted.seen_auth = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -130,7 +135,7 @@ def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
     assert admin.list_topics("public/default") == []
     warnings = [r.getMessage() for r in caplog.records if r.name == "pulsar_throttled_source.admin" and r.levelno == logging.WARNING]
     assert [w.split(" (")[0] for w in warnings[:3]] == [
-        "admin API unreachable, retry 1 in 0.5 s", "admin API unreachable, retry 2 in 1.0 s", "admin API unreachable, retry 3 in 2.0 s"]
+        "admin API unavailable, retry 1 in 0.5 s", "admin API unavailable, retry 2 in 1.0 s", "admin API unavailable, retry 3 in 2.0 s"]
     assert "HTTP 503" in warnings[0] and url in warnings[0] and "adminRetryTimeoutMs" in warnings[0]
     assert "answers again" in warnings[-1]
 
@@ -153,6 +158,51 @@ def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
     with pytest.raises(AdminError, match="Gave up after retrying for 1 s .*adminRetryTimeoutMs"):
         admin_budget.list_topics("public/default")
     assert 1.0 <= time.monotonic() - started < 4
+
+
+OWNER_MOVING = [(412, b'{"reason":"Can\'t find owner for topic persistent://public/default/t-partition-0"}'),
+                (503, b'{"reason":"Namespace bundle public/default/0x00000000_0x40000000 is being unloaded"}'),
+                (412, b'{"reason":"Namespace is being unloaded, cannot add topic"}')]
+
+
+def test_admin_rides_through_topic_ownership_moves(stub_admin_api, caplog):
+    """What brokers answer while a topic's ownership moves is retried, even on a client's first request
+    (the answer proves the URL is a Pulsar broker); any other 4xx still fails at once."""
+    url = f"http://127.0.0.1:{stub_admin_api.server_address[1]}"
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.admin")
+    _Scripted.statuses = list(OWNER_MOVING)
+    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
+    assert admin.list_topics("public/default") == []
+    warnings = [r.getMessage() for r in caplog.records if r.name == "pulsar_throttled_source.admin"]
+    assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
+
+    _Scripted.statuses = [(412, b'{"reason":"Partitioned topic does not have any partitions"}')]
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="HTTP 412 .*does not have any partitions"):
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
+    assert time.monotonic() - started < 1
+
+    # Without a retry budget (adminRetryTimeoutMs=0) an ownership move fails clearly, naming the reason.
+    _Scripted.statuses = [OWNER_MOVING[0]]
+    with pytest.raises(AdminError, match="Can't find owner"):
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
+
+
+def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
+    """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and
+    port: the request is followed and the token goes with it (requests drops it by default)."""
+    owner = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    thread = threading.Thread(target=owner.serve_forever, daemon=True)
+    thread.start()
+    try:
+        owner_url = f"http://127.0.0.1:{owner.server_address[1]}/admin/v2/persistent/public/default"
+        _Scripted.statuses = [(307, b"", owner_url), 200]
+        admin = PulsarAdmin(f"http://127.0.0.1:{stub_admin_api.server_address[1]}", timeout_s=2, auth_token="tok3n")
+        assert admin.list_topics("public/default") == []
+        assert _Scripted.seen_auth == ["Bearer tok3n", "Bearer tok3n"]
+    finally:
+        owner.shutdown()
+        owner.server_close()
 
 
 def test_admin_retry_option():
@@ -190,7 +240,7 @@ def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admi
         assert before < len(sent), "the backlog was read before the broker stopped: nothing was tested"
         sent += produce(fault_client, topic, 40, prefix="after")  # new data after the restart is read too
         wait_until(lambda: sink.count() >= len(sent) or not q.isActive, 240, what="everything delivered after the restart")
-        time.sleep(1.5)  # room for late duplicates
+        wait_caught_up(q)
         assert q.isActive and q.exception() is None, f"the query did not ride through the restart: {q.exception()}"
         progress = q.recentProgress
     finally:
@@ -199,9 +249,48 @@ def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admi
     # The planner waited for the broker instead of failing: one trigger spans the outage.
     assert max(p["durationMs"].get("triggerExecution", 0) for p in progress) >= 3000
     # ... and the quota still held for every micro-batch, before and after the restart.
-    for rows in sink.batches.values():
+    assert_quota_held(sink.batches, QUOTA)
+
+
+def assert_quota_held(batches: dict[int, list], quota: int) -> None:
+    """Batch mode: no micro-batch covered more than `quota` entries of any partition."""
+    for rows in batches.values():
         per_partition = Counter(p for p, _ in {(r.partition, entry_of(bytes(r.messageId))) for r in rows})
-        assert max(per_partition.values(), default=0) <= QUOTA
+        assert max(per_partition.values(), default=0) <= quota
+
+
+def test_topic_ownership_moves_mid_stream(spark, fault_broker, fault_admin, fault_client, tmp_path):
+    """Load shedding and rolling restarts move topics between brokers: the topic and its namespace
+    bundles are unloaded again and again while a throttled query reads. Nothing is lost or
+    duplicated, no batch fails, and the quota holds throughout."""
+    namespace = create_namespace(fault_admin, f"public/unload-{int(time.time() * 1000)}")
+    topic = create_topic(fault_admin, f"{namespace}/moving", 2)
+    sent = produce(fault_client, topic, 300, prefix="single")
+    sent += produce(fault_client, topic, 200, batch=5, prefix="batched")
+    sink = Collected()
+    opts = source_options(fault_broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg=QUOTA, quotaStatePath=tmp_path / "quota.sqlite")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="300 milliseconds")
+    moves = 0
+    try:
+        wait_until(lambda: sink.count() > 0, 120, what="the first batch")
+        for round_ in range(6):
+            fault_admin.unload_topic(TopicName.parse(topic))  # every partition of the topic
+            moves += 1
+            sent += produce(fault_client, topic, 10, prefix=f"during-{round_}")  # producers ride through too
+            moves += unload_bundles(fault_admin, namespace)
+            batches = len(sink.batches)
+            wait_until(lambda: len(sink.batches) > batches or not q.isActive, 60, what="a batch after the move")
+            assert q.isActive, f"the query failed after an ownership move: {q.exception()}"
+        assert sink.count() < len(sent), "the backlog was read before the moves ended: nothing was tested"
+        wait_until(lambda: sink.count() >= len(sent) or not q.isActive, 240, what="everything delivered")
+        wait_caught_up(q)
+        assert q.isActive and q.exception() is None, f"the query did not ride through: {q.exception()}"
+    finally:
+        q.stop()
+    assert moves >= 12
+    assert_exactly_once(sink.rows, sent)
+    assert_quota_held(sink.batches, QUOTA)
 
 
 # ---------------------------------------------------------------------------------------

@@ -7,7 +7,8 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce, wait_until
-from streaming import Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting
+from streaming import (Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting,
+                       wait_caught_up)
 
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
@@ -66,7 +67,7 @@ def test_processing_time_trigger_and_new_data_while_running(spark, broker, admin
         wait_until(lambda: sink.count() >= 300, 120, what="backlog read")
         sent += produce(pulsar_client, topic, 50, prefix="late")
         wait_until(lambda: sink.count() >= 350, 60, what="new data read")
-        time.sleep(1)
+        wait_caught_up(q)
     finally:
         q.stop()
     assert_exactly(sink.rows, sent)
@@ -99,7 +100,7 @@ def test_partition_added_mid_stream_is_read_from_its_beginning(spark, broker, ad
         admin.update_partitions(TopicName.parse(topic), 3)
         sent += produce(pulsar_client, topic, 30, prefix="after")  # round-robin: 10 land in the new partition
         wait_until(lambda: sink.count() >= 70, 60, what="new partition read")
-        time.sleep(1)
+        wait_caught_up(q)
     finally:
         q.stop()
     assert_exactly(sink.rows, sent)
@@ -117,7 +118,7 @@ def test_topics_pattern_picks_up_new_topics(spark, broker, admin, pulsar_client,
         second = create_topic(admin, f"pat-{unique}-b", 2)
         sent += produce(pulsar_client, second, 10, prefix="second")
         wait_until(lambda: sink.count() >= 20, 60, what="second topic")
-        time.sleep(1)
+        wait_caught_up(q)
     finally:
         q.stop()
     assert_exactly(sink.rows, sent)
@@ -148,7 +149,7 @@ def test_starting_latest_time_and_positions(spark, broker, admin, pulsar_client,
         wait_until(lambda: q.lastProgress is not None, 60, what="first batch")
         later = produce(pulsar_client, topic, 5, prefix="later")
         wait_until(lambda: sink.count() >= 5, 60, what="later messages")
-        time.sleep(0.5)
+        wait_caught_up(q)
     finally:
         q.stop()
     assert_exactly(sink.rows, later)
