@@ -76,13 +76,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=300, help="timed latestOffset calls per partition count")
     parser.add_argument("--cold-calls", type=int, default=30, help="calls with a metadata refresh each (for comparison)")
     parser.add_argument("--idle-polls", type=int, default=100)
+    parser.add_argument("--transactions", action="store_true",
+                        help="broker with a transaction coordinator: planning also reads each partition's max read position")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("pulsar_throttled_source").setLevel(logging.WARNING)
 
     work = Path(tempfile.mkdtemp(prefix="bench-planning-"))
     print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
-    with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER) as broker:
+    config = {"transactionCoordinatorEnabled": "true"} if args.transactions else {}
+    with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER, broker_config=config) as broker:
         admin = PulsarAdmin(broker.admin_url)
         client = pulsar.Client(broker.service_url, logger=_quiet())
         try:

@@ -4,6 +4,7 @@ Demos, notebooks and tests share this launcher so that every machine with Java 1
 and Maven gets the same pinned broker without Docker:
 
     python -m pulsar_throttled_source.local_broker start [--data-dir D] [--max-entries-per-ledger N]
+                                                         [--broker-config KEY=VALUE ...]
     python -m pulsar_throttled_source.local_broker status [--data-dir D]
     python -m pulsar_throttled_source.local_broker stop [--data-dir D]
 
@@ -125,7 +126,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _broker_config(ports: dict[str, int], max_entries_per_ledger: int | None, auth_token_key: Path | None) -> str:
+def _broker_config(ports: dict[str, int], max_entries_per_ledger: int | None, auth_token_key: Path | None,
+                   extra: dict[str, str] | None = None) -> str:
     lines = {
         "clusterName": "standalone",
         "bindAddress": "127.0.0.1",
@@ -167,7 +169,20 @@ def _broker_config(ports: dict[str, int], max_entries_per_ledger: int | None, au
             "brokerClientAuthenticationPlugin": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
             "brokerClientAuthenticationParameters": f"file://{auth_token_key.with_name('admin.token')}",
         })
+    lines.update(extra or {})  # the caller's settings win (e.g. transactionCoordinatorEnabled=true)
     return "".join(f"{k}={v}\n" for k, v in lines.items())
+
+
+def parse_broker_config(items: list[str]) -> dict[str, str]:
+    """KEY=VALUE broker settings (standalone.conf keys) from the command line."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z][A-Za-z0-9_.]*", key.strip()):
+            raise BrokerError(f"--broker-config expects KEY=VALUE with a broker setting name as KEY "
+                              f"(e.g. transactionCoordinatorEnabled=true); got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
 
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -243,6 +258,7 @@ def start(
     timeout_s: float = DEFAULT_START_TIMEOUT_S,
     auth_token: bool = False,
     heap: str = "1g",
+    broker_config: dict[str, str] | None = None,
 ) -> BrokerInfo:
     """Start a standalone broker in the background and wait until it serves public/default.
 
@@ -271,7 +287,7 @@ def start(
         (token_key.with_name("admin.token")).write_text(admin_token)
     conf = data / "conf"
     conf.mkdir(exist_ok=True)
-    (conf / "standalone.conf").write_text(_broker_config(ports, max_entries_per_ledger, token_key))
+    (conf / "standalone.conf").write_text(_broker_config(ports, max_entries_per_ledger, token_key, broker_config))
     (conf / "log4j2.xml").write_text(LOG4J2_XML)
     log_path = data / "broker.log"
     cmd = [
@@ -385,8 +401,10 @@ class LocalBroker:
     """Context manager: a real standalone broker for the duration of a `with` block."""
 
     def __init__(self, data_dir: str | Path | None = None, max_entries_per_ledger: int | None = None,
-                 auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+                 auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S,
+                 broker_config: dict[str, str] | None = None) -> None:
         self._data_dir = data_dir
+        self._broker_config = dict(broker_config or {})
         self._max_entries = max_entries_per_ledger
         self._auth_token = auth_token
         self._timeout_s = timeout_s
@@ -408,7 +426,8 @@ class LocalBroker:
         return self.info.dataDir
 
     def start(self) -> BrokerInfo:
-        self.info = start(self._data_dir, self._max_entries, self._timeout_s, self._auth_token)
+        self.info = start(self._data_dir, self._max_entries, self._timeout_s, self._auth_token,
+                          broker_config=self._broker_config)
         self._data_dir = self.info.dataDir  # a restart reuses the same data and ports
         return self.info
 
@@ -436,6 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     p_start.add_argument("--data-dir", help="broker data directory (default: a new temp dir)")
     p_start.add_argument("--max-entries-per-ledger", type=int, help="roll ledgers over after N entries")
     p_start.add_argument("--auth-token", action="store_true", help="enable token authentication; the admin token is in DATA_DIR/auth/admin.token")
+    p_start.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="a broker setting (standalone.conf key), repeatable; e.g. transactionCoordinatorEnabled=true")
     p_start.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for readiness")
     for name in ("stop", "status"):
         p = sub.add_parser(name, help=f"{name} the broker of a data dir (default: the last one started)")
@@ -446,7 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "start":
             if args.max_entries_per_ledger is not None and args.max_entries_per_ledger < 1:
                 parser.error("--max-entries-per-ledger must be a positive integer")
-            print(start(args.data_dir, args.max_entries_per_ledger, args.timeout, args.auth_token).to_json(), flush=True)
+            extra = parse_broker_config(args.broker_config)
+            print(start(args.data_dir, args.max_entries_per_ledger, args.timeout, args.auth_token,
+                        broker_config=extra).to_json(), flush=True)
         elif args.command == "stop":
             print(json.dumps({"stopped": stop(args.data_dir)}))
         elif args.command == "status":

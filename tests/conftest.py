@@ -16,11 +16,16 @@ from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
 
 # Small ledgers so that every test topic spans several of them (rollover paths get exercised).
 TEST_ENTRIES_PER_LEDGER = 50
+# Real-topic features on the shared broker: transactions, and a small message limit so that
+# chunked messages (payloads over it) stay small enough for fast tests.
+MAX_MESSAGE_SIZE = 131072
+TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", "maxMessageSize": str(MAX_MESSAGE_SIZE)}
 
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER) as b:  # stopped however the tests end
+    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER,
+                     broker_config=TEST_BROKER_CONFIG) as b:  # stopped however the tests end
         yield b
 
 
