@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .admin import PulsarAdmin, TopicNotFound
+from .admin import PulsarAdmin, TopicNotFound, TransactionsDisabled
 from .layout import PartitionLayout
+from .positions import EntryPosition
 from .topics import TopicName, partition_sort_key
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,14 @@ class CatalogSnapshot:
     fetched_at: float
     layouts: dict[str, PartitionLayout]  # partition topic name -> layout, in offset order
     stats: dict[str, PublishStats] = field(default_factory=dict)
+    # partition -> last entry the broker dispatches now (an open transaction holds back what follows)
+    max_read: dict[str, EntryPosition] = field(default_factory=dict)
+
+    def readable_end(self, partition: str) -> EntryPosition:
+        """The newest entry planning may include: the latest, or the max read position before it."""
+        latest = self.layouts[partition].latest
+        cap = self.max_read.get(partition)
+        return latest if cap is None else min(latest, cap)
 
 
 class PartitionCatalog:
@@ -50,6 +59,8 @@ class PartitionCatalog:
         self._with_stats = with_stats
         self._clock = clock
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
+        self._transactions: bool | None = None  # whether the broker runs a transaction coordinator
+        self._max_read: dict[str, EntryPosition] = {}
         self._seen: set[TopicName] = set()
         self._snapshot: CatalogSnapshot | None = None
 
@@ -87,7 +98,28 @@ class PartitionCatalog:
                 # planner decides (failOnDataLoss) what that means.
                 self._partitioned.pop(topic, None)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
-        return CatalogSnapshot(now, ordered, stats)
+        return CatalogSnapshot(now, ordered, stats, self._max_read_positions(ordered))
+
+    def _max_read_positions(self, layouts: dict[str, PartitionLayout]) -> dict[str, EntryPosition]:
+        """Each partition's transaction max read position, asked only where entries lie past the last
+        one known (on a topic without open transactions it is simply the newest entry)."""
+        if self._transactions is False:
+            return {}
+        out: dict[str, EntryPosition] = {}
+        for name, layout in layouts.items():
+            known = self._max_read.get(name)
+            if known is None or layout.latest > known:
+                try:
+                    known = EntryPosition.parse(self._admin.max_read_position(TopicName.parse(name)), f"max read position of {name}")
+                except TransactionsDisabled:
+                    self._transactions = False
+                    return {}
+                except TopicNotFound:
+                    continue
+                self._transactions = True
+                self._max_read[name] = known
+            out[name] = known
+        return out
 
     def _fetch_topic(self, topic: TopicName, layouts: dict[str, PartitionLayout], stats: dict[str, PublishStats]) -> None:
         partitioned = self._partitioned.get(topic)

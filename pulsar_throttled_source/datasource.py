@@ -6,7 +6,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from .options import parse_options
-from .read import SPARK_SCHEMA_DDL
+from .arrow_rows import SPARK_SCHEMA_DDL
 from .stream import PulsarStreamReader
 
 

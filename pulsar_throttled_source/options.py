@@ -36,6 +36,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "startingTime": ("", "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
     "failOnDataLoss": ("true", "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
     "pollTimeoutMs": ("120000", "How long a read task waits for an entry that must exist before failing."),
+    "incompleteChunkWaitMs": ("60000", "How long a read task waits for the rest of a chunked message whose first chunk its range holds; then the message is skipped with a WARN naming it (its producer died mid-message)."),
     "adminTimeoutMs": ("30000", "Timeout of each admin API request."),
     "adminRetryTimeoutMs": ("60000", "How long planning retries admin lookups that fail with a connection error, timeout or HTTP 5xx (e.g. a broker restart), with exponential backoff, once the API has answered at least once; 0: no retries."),
     "metadataRefreshIntervalMs": ("1000", "How long planning reuses partition lists and ledger layouts: the bound on how late new data is seen, and what keeps idle polls off the broker."),
@@ -58,6 +59,9 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "quotaSource": ("options", "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
     "policyRefreshIntervalMs": ("30000", "How often broker policies are re-read with quotaSource=broker|both."),
     "quotaStatePath": ("<tmp>/pulsar-throttled-quota.sqlite", "SQLite file holding the shared quota buckets of this host."),
+    "encryption.privateKeyPath": ("", "PEM private key (a path readable on every executor) to read end-to-end encrypted topics; without it an encrypted topic fails the query at once, naming it."),
+    "encryption.publicKeyPath": ("", "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
+    "cryptoFailureAction": ("fail", "When a message cannot be decrypted: fail (the query fails, naming the entry), discard (skipped by the client, with a WARN), or consume (delivered still encrypted)."),
     "pulsar.client.*": ("", "Passed to pulsar.Client (e.g. pulsar.client.operationTimeoutSeconds, pulsar.client.authParams)."),
     "pulsar.reader.*": ("", "Passed to Client.create_reader (e.g. pulsar.reader.receiverQueueSize)."),
     "pulsar.admin.*": ("", "Admin API settings: pulsar.admin.authParams (token:... / file:...), pulsar.admin.tlsTrustCertsFilePath."),
@@ -111,6 +115,7 @@ class SourceOptions:
     start: StartSpec
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    incomplete_chunk_wait_ms: int
     admin_timeout_ms: int
     admin_retry_timeout_ms: int
     metadata_refresh_ms: int
@@ -123,6 +128,9 @@ class SourceOptions:
     quota_source: QuotaSource
     policy_refresh_ms: int
     quota_state_path: str
+    private_key_path: str | None
+    public_key_path: str | None
+    crypto_failure_action: str
     client_kwargs: tuple[tuple[str, Any], ...] = field(repr=False)
     reader_kwargs: tuple[tuple[str, Any], ...]
     auth_plugin: str | None
@@ -130,6 +138,10 @@ class SourceOptions:
     admin_auth_token: Secret | None = field(repr=False)
     admin_tls_trust: str | None = None
     admin_tls_insecure: bool = False
+
+    @property
+    def admin_tls_verify(self) -> bool | str:
+        return False if self.admin_tls_insecure else (self.admin_tls_trust or True)
 
     @property
     def has_option_quotas(self) -> bool:
@@ -173,6 +185,18 @@ def _bool(opts: Mapping[str, str], name: str, default: bool | None) -> bool | No
     if text in ("true", "false"):
         return text == "true"
     raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected true or false.")
+
+
+def _key_path(opts: Mapping[str, str], name: str) -> str | None:
+    """A key file path; checked on the driver when it exists there (executors may mount it elsewhere)."""
+    value = opts.get(name.lower(), "").strip()
+    if not value:
+        return None
+    if value.startswith("file://"):
+        value = value[len("file://"):]
+    if "-----BEGIN" in value:
+        raise ValueError(f"Option '{name}': expected the path of a PEM file readable on every executor, not the key itself.")
+    return value
 
 
 def _choice(opts: Mapping[str, str], name: str, default: str | None, allowed: tuple[str, ...]) -> str | None:
@@ -402,6 +426,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         start=_start_spec(opts),
         fail_on_data_loss=bool(_bool(opts, "failOnDataLoss", True)),
         poll_timeout_ms=_int(opts, "pollTimeoutMs", 120_000, minimum=1, what="a positive integer (milliseconds)"),
+        incomplete_chunk_wait_ms=_int(opts, "incompleteChunkWaitMs", 60_000, minimum=0, what="a non-negative integer (milliseconds)"),
         admin_timeout_ms=_int(opts, "adminTimeoutMs", 30_000, minimum=1, what="a positive integer (milliseconds)"),
         admin_retry_timeout_ms=_int(opts, "adminRetryTimeoutMs", 60_000, minimum=0, what="a non-negative integer (milliseconds; 0 = no retries)"),
         metadata_refresh_ms=_int(opts, "metadataRefreshIntervalMs", 1_000, minimum=0, what="a non-negative integer (milliseconds)"),
@@ -414,6 +439,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         quota_source=quota_source,  # type: ignore[arg-type]
         policy_refresh_ms=_int(opts, "policyRefreshIntervalMs", 30_000, minimum=1, what="a positive integer (milliseconds)"),
         quota_state_path=opts.get("quotastatepath", "").strip() or str(Path(tempfile.gettempdir()) / "pulsar-throttled-quota.sqlite"),
+        private_key_path=_key_path(opts, "encryption.privateKeyPath"),
+        public_key_path=_key_path(opts, "encryption.publicKeyPath"),
+        crypto_failure_action=str(_choice(opts, "cryptoFailureAction", "fail", ("fail", "discard", "consume"))),
         client_kwargs=client_kwargs,
         reader_kwargs=reader_kwargs,
         auth_plugin=auth_plugin,

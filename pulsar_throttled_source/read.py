@@ -11,30 +11,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
+from .arrow_rows import Columns, EntryIds
 from .positions import BEFORE_EARLIEST, EntryPosition
+from .range_entries import EncryptedEntryError, EntryMetadata, EntryRuns, OpenTransactionError, Position, RangeAccount, first_chunk_position
 
 log = logging.getLogger(__name__)
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.string()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("messageId", pa.binary()),
-    pa.field("publishTime", pa.timestamp("us", tz="UTC")),
-    pa.field("eventTime", pa.timestamp("us", tz="UTC")),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-])
-SPARK_SCHEMA_DDL = ("key string, value binary, topic string, partition int, messageId binary, "
-                    "publishTime timestamp, eventTime timestamp, properties map<string,string>")
-
-
 @dataclass(frozen=True)
 class ClientConfig:
     """How executors connect: travels to every task, never printed with its token."""
@@ -45,6 +33,16 @@ class ClientConfig:
     auth_token: str | None = field(repr=False)
     poll_timeout_ms: int
     max_rows_per_batch: int
+    # Read tasks look up the metadata of entries the reader never saw (chunks, markers) here.
+    admin_url: str = ""
+    admin_token: str | None = field(default=None, repr=False)
+    admin_tls_verify: bool | str = True
+    admin_timeout_ms: int = 30_000
+    fail_on_data_loss: bool = True
+    incomplete_chunk_wait_ms: int = 60_000
+    private_key_path: str | None = None
+    public_key_path: str | None = None
+    crypto_failure_action: str = "fail"
 
     def cache_key(self) -> tuple[Any, ...]:
         return (self.service_url, self.client_kwargs, self.auth_token)
@@ -52,7 +50,8 @@ class ClientConfig:
 
 @dataclass(frozen=True)
 class PartitionRange(InputPartition):
-    """Entries after `start` up to and including `end` of one partition (one Spark task)."""
+    """Entries after `start` up to and including `end` of one partition (one Spark task).
+    `runs` lists the planned entries ledger by ledger; None when planning could not see them."""
 
     partition: str
     partition_index: int
@@ -60,12 +59,13 @@ class PartitionRange(InputPartition):
     end: EntryPosition
     entries: int
     config: ClientConfig
+    runs: EntryRuns | None
 
     def __init__(self, partition: str, partition_index: int, start: EntryPosition, end: EntryPosition,
-                 entries: int, config: ClientConfig) -> None:
+                 entries: int, config: ClientConfig, runs: EntryRuns | None = None) -> None:
         # InputPartition wants a `value`; a frozen dataclass needs object.__setattr__.
         for name, value in (("partition", partition), ("partition_index", partition_index), ("start", start),
-                            ("end", end), ("entries", entries), ("config", config), ("value", None)):
+                            ("end", end), ("entries", entries), ("config", config), ("runs", runs), ("value", None)):
             object.__setattr__(self, name, value)
 
 
@@ -115,6 +115,13 @@ class ReadTimeout(RuntimeError):
     pass
 
 
+class DataLossError(RuntimeError):
+    pass
+
+
+IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
+
+
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     """Yield the messages of (start, end] as Arrow batches of at most max_rows_per_batch rows."""
     import pulsar
@@ -155,6 +162,9 @@ def _open_reader(part: PartitionRange, start_id: Any) -> Any:
     cfg = part.config
     # A deeper receiver queue keeps the broker streaming while Python converts rows.
     kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
+    if cfg.private_key_path:
+        kwargs["crypto_key_reader"] = pulsar.CryptoKeyReader(cfg.public_key_path or "", cfg.private_key_path)
+        kwargs["crypto_failure_action"] = getattr(pulsar.ConsumerCryptoFailureAction, cfg.crypto_failure_action.upper())
     retryable = (pulsar.ConnectError, pulsar.Timeout, pulsar.ServiceUnitNotReady, pulsar.LookupError, pulsar.NotConnected,
                  pulsar.TooManyLookupRequestException, pulsar.BrokerMetadataError, pulsar.BrokerPersistenceError)
     deadline = time.monotonic() + cfg.poll_timeout_ms / 1000.0
@@ -178,18 +188,28 @@ def _open_reader(part: PartitionRange, start_id: Any) -> Any:
 
 
 def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch]:
+    """The messages the range owns: those whose entry (for a chunked message, whose FIRST chunk)
+    lies in (start, end]. A chunked message that starts in the range and ends after it is read to
+    its end; one that started before the range belongs to the previous range (the client drops
+    its orphan chunks). Entries never dispatched as messages of their own (markers, aborted,
+    chunks) are looked up when the reader passes or waits on them, so no read waits for them."""
     import pulsar
 
     cfg = part.config
-    start_l, start_e = part.start.ledger_id, part.start.entry_id
-    end_l, end_e = part.end.ledger_id, part.end.entry_id
+    start = (part.start.ledger_id, part.start.entry_id)
+    end = (part.end.ledger_id, part.end.entry_id)
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
     # returns the native message directly, which halves the per-message cost on this hot path.
     raw_read = getattr(reader, "_reader", reader).read_next
-    timeout = cfg.poll_timeout_ms
+    poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
-    columns = _Columns()
-    last_pos = (start_l, start_e)
+    columns = Columns()
+    lookups = _EntryLookup(part)
+    # Without a key (or with discard), encrypted entries never arrive: the account is told so.
+    undecryptable = "skip" if cfg.crypto_failure_action == "discard" else "fail" if not cfg.private_key_path else "wait"
+    account = RangeAccount(part.runs, lookups, undecryptable) if part.runs is not None else None
+    owed_since: float | None = None  # when the range's end was reached with chunked messages still owed
+    last_pos = start
     # Where the current entry stands: decided at an entry's first message and reused for the
     # rest of its batch (a batch's messages arrive consecutively, index after index), which
     # saves two native calls per message on batched topics.
@@ -197,153 +217,146 @@ def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch
     skip = False
     in_end_entry = False
     publish_ms = 0
-    ids = _EntryIds()
+    serialized = b""
+    ids = EntryIds()
+    idle_ms = 0
 
-    while True:
-        try:
-            msg = raw_read(timeout)
-        except pulsar.Timeout:
-            raise ReadTimeout(
-                f"Reading {part.partition}: no message arrived within pollTimeoutMs={cfg.poll_timeout_ms} ms "
-                f"after entry {last_pos[0]}:{last_pos[1]}, but the planned range ends at {part.end}. "
-                "The broker may be overloaded or the data was deleted; raise 'pollTimeoutMs' or check the topic."
-            ) from None
-        mid = msg.message_id()
-        index = mid.batch_index()
-        if index < 1 or index != prev_index + 1:
-            ledger, entry = mid.ledger_id(), mid.entry_id()
-            if ledger > end_l or (ledger == end_l and entry > end_e):
-                break  # first message past the range: it belongs to the next micro-batch
-            # The exclusive start entry (or earlier) is delivered by the broker; skip it.
-            skip = ledger < start_l or (ledger == start_l and entry <= start_e)
-            in_end_entry = ledger == end_l and entry == end_e
-            last_pos = (ledger, entry)
-            publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
-            ids.new_entry(mid, index)
-        prev_index = index
-        if skip:
-            continue
-        columns.add(msg, ids.serialized(mid, index), publish_ms)
-        if columns.rows >= limit:
-            yield columns.to_batch(part)
-            columns = _Columns()
-        # Last entry of the range: done unless more messages of the same batch follow.
-        if in_end_entry and (index < 0 or not reader.has_message_available()):
-            break
+    def done(settled: bool) -> bool:
+        """Whether to stop: the range owes nothing more, or its owed chunked messages timed out."""
+        nonlocal owed_since
+        assert account is not None
+        if settled:
+            return True
+        if not account.cursor.exhausted:
+            return False
+        owed_since = owed_since if owed_since is not None else time.monotonic()
+        return _gave_up_waiting(part, account.owed, owed_since)
+
+    try:
+        while True:
+            try:
+                msg = raw_read(poll_ms)
+            except pulsar.Timeout:
+                idle_ms += poll_ms
+                if account is not None and done(account.walk()):
+                    break
+                if idle_ms >= cfg.poll_timeout_ms and (account is None or not account.cursor.exhausted):
+                    raise ReadTimeout(_timeout_message(part, last_pos)) from None
+                continue
+            idle_ms = 0
+            mid = msg.message_id()
+            index = mid.batch_index()
+            if index < 1 or index != prev_index + 1:
+                position = (mid.ledger_id(), mid.entry_id())
+                key = position
+                first = None
+                if index < 0:
+                    serialized = mid.serialize()
+                    first = first_chunk_position(serialized) if 0x3A in serialized else None
+                    if first is not None:
+                        key = first  # a chunked message belongs to the range of its first chunk
+                if account is not None:
+                    owed = first is not None and account.owes(first)
+                    account.saw(position, first)
+                    if owed:
+                        skip = False  # a message the range waited for, completed past its end
+                    elif key > end:
+                        if done(account.settled()):
+                            break
+                        skip = True  # the next range's message, read while waiting for owed ones
+                    else:
+                        skip = key <= start
+                elif key > end:
+                    break  # first message past the range: it belongs to the next micro-batch
+                else:
+                    # The exclusive start entry (or earlier) is delivered by the broker; skip it.
+                    skip = key <= start
+                in_end_entry = position == end
+                last_pos = position
+                publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
+                ids.new_entry(mid, index)
+            prev_index = index
+            if skip:
+                continue
+            columns.add(msg, serialized if index < 0 else ids.serialized(mid, index), publish_ms)
+            if columns.rows >= limit:
+                yield columns.to_batch(part.partition, part.partition_index)
+                columns = Columns()
+            if account is not None and account.cursor.exhausted:
+                # The end entry's batch may hold more messages: has_message_available() says so
+                # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
+                more_of_end_batch = in_end_entry and index >= 0 and reader.has_message_available()
+                if not more_of_end_batch and done(account.settled()):
+                    break  # the end entry was read (or the last owed message arrived past it)
+            # Last entry of the range: done unless more messages of the same batch follow.
+            if account is None and in_end_entry and (index < 0 or not reader.has_message_available()):
+                break
+    except EncryptedEntryError as e:
+        raise RuntimeError(f"Topic {part.partition} is end-to-end encrypted: {e} and no key was given. Set option "
+                           "'encryption.privateKeyPath' to the PEM private key (readable on every executor), or "
+                           "cryptoFailureAction=discard to skip what cannot be decrypted.") from None
+    except OpenTransactionError as e:
+        raise RuntimeError(f"Reading {part.partition}: {e}, but the planned range ({part.start}, {part.end}] includes it. "
+                           "Planning holds ranges back at the transaction buffer's max read position, so the topic's "
+                           "transaction state changed under it; Spark retries the batch.") from None
     if columns.rows:
-        yield columns.to_batch(part)
+        yield columns.to_batch(part.partition, part.partition_index)
+    if account is not None:
+        _report_missing(part, account.missing)
 
 
-class _EntryIds:
-    """`MessageId.serialize()` for the messages of one batched entry, built from the entry's
-    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and
-    splicing bytes costs a third of the native call. Any entry whose bytes do not have the
-    expected shape falls back to the native call, so the output is always serialize()'s."""
+class _EntryLookup:
+    """Entry metadata from the admin API, for the few entries a reader does not see as messages
+    (on a plain topic: none). One admin session per read task, opened on first use."""
 
-    __slots__ = ("head", "tail")
+    def __init__(self, part: PartitionRange) -> None:
+        self._part = part
+        self._admin: Any = None
+        self._cache: dict[Position, EntryMetadata | None] = {}
 
-    def __init__(self) -> None:
-        self.head: bytes | None = None
-        self.tail = b""
+    def __call__(self, position: Position) -> EntryMetadata | None:
+        if position not in self._cache:
+            from .admin import PulsarAdmin
+            from .topics import TopicName
 
-    def new_entry(self, mid: Any, index: int) -> None:
-        self.head = None
-        if index < 0:
-            return  # not batched: one message, nothing to share
-        whole = mid.serialize()
-        split = _batch_index_field(whole)
-        if split is None:
-            return
-        head, tail = whole[:split], whole[split + 1 + len(_varint(index)):]
-        if head + b"\x20" + _varint(index) + tail == whole:
-            self.head, self.tail = head + b"\x20", tail
-
-    def serialized(self, mid: Any, index: int) -> bytes:
-        if self.head is None:
-            return mid.serialize()
-        return self.head + _varint(index) + self.tail
+            cfg = self._part.config
+            if self._admin is None:
+                self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify)
+            headers = self._admin.entry_headers(TopicName.parse(self._part.partition), *position)
+            self._cache[position] = None if headers is None else EntryMetadata.from_headers(headers)
+        return self._cache[position]
 
 
-def _batch_index_field(data: bytes) -> int | None:
-    """Offset of the batch_index tag (field 4, varint) in a serialized MessageIdData whose
-    earlier fields (ledgerId, entryId, partition) are all varints; None otherwise."""
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        if tag == 0x20:
-            return i
-        if tag not in (0x08, 0x10, 0x18):
-            return None
-        i += 1
-        while i < len(data) and data[i] & 0x80:
-            i += 1
-        i += 1
-    return None
+def _report_missing(part: PartitionRange, missing: list[Position]) -> None:
+    """Planned entries deleted between planning and reading follow failOnDataLoss, as in planning."""
+    if not missing:
+        return
+    lost = f"{len(missing)} planned entries of {part.partition} ({_span(missing)}) are no longer stored"
+    if part.config.fail_on_data_loss:
+        raise DataLossError(f"Data loss: {lost} (deleted after planning: retention, truncation or a deleted topic). "
+                            "Set failOnDataLoss=false to continue without them.")
+    log.warning("Data loss: %s; continuing without them because failOnDataLoss=false.", lost)
 
 
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
+def _span(positions: list[Position]) -> str:
+    first, last = positions[0], positions[-1]
+    return f"{first[0]}:{first[1]}" if first == last else f"{first[0]}:{first[1]} .. {last[0]}:{last[1]}"
 
 
-_VARINTS = [_encode_varint(i) for i in range(4096)]  # batch indexes: producers batch up to 1000 by default
+def _gave_up_waiting(part: PartitionRange, owed: dict[Position, str], since: float) -> bool:
+    """After incompleteChunkWaitMs, skip chunked messages whose last chunks never came."""
+    if time.monotonic() - since < part.config.incomplete_chunk_wait_ms / 1000.0:
+        return False
+    for (ledger, entry), uuid in owed.items():
+        log.warning("Skipping an incomplete chunked message of %s: it starts at entry %d:%d (producer uuid %s) but its "
+                    "remaining chunks did not arrive within incompleteChunkWaitMs=%d ms; its producer most likely died "
+                    "while sending it.", part.partition, ledger, entry, uuid, part.config.incomplete_chunk_wait_ms)
+    return True
 
 
-def _varint(value: int) -> bytes:
-    return _VARINTS[value] if value < 4096 else _encode_varint(value)
-
-
-_NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it
-_TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
-_TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
-
-
-class _Columns:
-    """Column lists for one Arrow batch, filled message by message."""
-
-    __slots__ = ("keys", "values", "ids", "publish_ms", "event_ms", "props", "rows")
-
-    def __init__(self) -> None:
-        self.keys: list[str | None] = []
-        self.values: list[bytes] = []
-        self.ids: list[bytes] = []
-        self.publish_ms: list[int] = []
-        self.event_ms: list[int] = []  # 0 = unset, as the client reports it
-        self.props: list[Sequence[tuple[str, str]]] = []
-        self.rows = 0
-
-    def add(self, msg: Any, serialized_id: bytes, publish_ms: int) -> None:
-        self.keys.append(msg.partition_key() or None)
-        self.values.append(msg.data())
-        self.ids.append(serialized_id)
-        self.publish_ms.append(publish_ms)
-        self.event_ms.append(msg.event_timestamp())
-        p = msg.properties()
-        self.props.append(list(p.items()) if p else _NO_PROPERTIES)
-        self.rows += 1
-
-    def to_batch(self, part: PartitionRange) -> pa.RecordBatch:
-        import pyarrow.compute as pc
-
-        n = self.rows
-        event = pa.array(self.event_ms, pa.int64())
-        event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)
-        return pa.RecordBatch.from_arrays([
-            # Via large_string: pyarrow converts an all-None list to string ~100x slower.
-            pa.array(self.keys, pa.large_string()).cast(pa.string()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(part.partition, pa.string()), n),
-            pa.repeat(pa.scalar(part.partition_index, pa.int32()), n),
-            pa.array(self.ids, pa.binary()),
-            _ms_to_timestamp(pa.array(self.publish_ms, pa.int64())),
-            _ms_to_timestamp(event),
-            pa.array(self.props, ARROW_SCHEMA.field("properties").type),
-        ], schema=ARROW_SCHEMA)
-
-
-def _ms_to_timestamp(millis: pa.Array) -> pa.Array:
-    return millis.cast(_TIMESTAMP_MS).cast(_TIMESTAMP_US)
+def _timeout_message(part: PartitionRange, last: Position) -> str:
+    return (f"Reading {part.partition}: the broker reports messages to dispatch, but none arrived within "
+            f"pollTimeoutMs={part.config.poll_timeout_ms} ms after entry {last[0]}:{last[1]} (the planned range ends at "
+            f"{part.end}). Likely causes: a broker-side dispatch-rate limit far below this range's size, an overloaded "
+            "broker or bookie, or an encrypted topic read without its key. Raise 'pollTimeoutMs', check the topic's "
+            "dispatch rate and the broker's health.")

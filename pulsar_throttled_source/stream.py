@@ -109,8 +109,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def admin(self) -> PulsarAdmin:
         if self._admin is None:
             o = self.options
-            verify: bool | str = False if o.admin_tls_insecure else (o.admin_tls_trust or True)
-            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, verify,
+            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, o.admin_tls_verify,
                                       retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
         return self._admin
 
@@ -148,8 +147,8 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         start = self.options.start
         if start.kind == "earliest":
             return {p: BEFORE_EARLIEST for p in snap.layouts}
-        if start.kind == "latest":
-            return {p: layout.latest for p, layout in snap.layouts.items()}
+        if start.kind == "latest":  # an open transaction's messages come after "latest" once it commits
+            return {p: snap.readable_end(p) for p in snap.layouts}
         if start.kind == "time":
             assert start.time_ms is not None
             return {p: self._position_for_time(p, layout, start.time_ms) for p, layout in snap.layouts.items()}
@@ -164,7 +163,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if value == "earliest":
                 out[p] = BEFORE_EARLIEST
             elif value == "latest":
-                out[p] = layout.latest
+                out[p] = snap.readable_end(p)
             else:
                 assert isinstance(value, EntryPosition)
                 # A user position is the first entry to read; offsets hold the last entry read.
@@ -184,7 +183,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def prepareForTriggerAvailableNow(self) -> None:
         snap = self.catalog.snapshot(force=True)
-        self._target = {p: layout.latest for p, layout in snap.layouts.items()}
+        self._target = {p: snap.readable_end(p) for p in snap.layouts}
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
@@ -198,8 +197,11 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for partition, layout in snap.layouts.items():
             s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
             self._check_data_loss(partition, layout, s)
-            # Trigger.AvailableNow: never beyond what was latest when the query started.
-            until = max(s, self._target.get(partition, BEFORE_EARLIEST)) if self._target is not None else None
+            # Never past an open transaction's start (the broker would not dispatch it); with
+            # Trigger.AvailableNow, never beyond what was readable when the query started.
+            until = snap.readable_end(partition)
+            if self._target is not None:
+                until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
             backlogs[partition] = layout.backlog_after(s, until)
         admitted = self._admit(backlogs, limit, snap)
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
@@ -324,24 +326,31 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if e <= s:
                 continue
             layout = snap.layouts.get(partition)
-            backlog = layout.backlog_after(s, e) if layout else None
             index = TopicName.parse(partition).partition_index
-            step = self.options.max_entries_per_task
-            if backlog is None or step <= 0 or backlog.entries <= step or backlog.position_after(s, backlog.entries) != e:
-                out.append(PartitionRange(partition, index, s, e, backlog.entries if backlog else -1, config))
+            if layout is None or layout.latest < e:
+                # Planned on a newer layout than this snapshot shows: read without an entry list.
+                out.append(PartitionRange(partition, index, s, e, -1, config))
                 continue
-            lo, done = s, 0
-            while done < backlog.entries:
-                take = min(step, backlog.entries - done)
-                hi = backlog.position_after(s, done + take)
-                out.append(PartitionRange(partition, index, lo, hi, take, config))
-                lo, done = hi, done + take
+            backlog = layout.backlog_after(s, e)
+            step = self.options.max_entries_per_task
+            bounds = [s]
+            if step > 0 and backlog.entries > step and backlog.position_after(s, backlog.entries) == e:
+                bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
+            bounds.append(e)
+            for lo, hi in zip(bounds, bounds[1:]):
+                runs = layout.backlog_after(lo, hi).runs
+                out.append(PartitionRange(partition, index, lo, hi, sum(r[2] for r in runs), config,
+                                          tuple((ledger, first, count) for ledger, first, count, _ in runs)))
         return out
 
     def _client_config(self) -> ClientConfig:
         o = self.options
         return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
-                            o.max_rows_per_arrow_batch)
+                            o.max_rows_per_arrow_batch, admin_url=o.admin_url, admin_token=o.admin_auth_token,
+                            admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
+                            fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
+                            private_key_path=o.private_key_path, public_key_path=o.public_key_path,
+                            crypto_failure_action=o.crypto_failure_action)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)

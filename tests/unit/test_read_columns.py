@@ -7,15 +7,14 @@ from datetime import datetime, timezone
 import pulsar
 import pytest
 
-from pulsar_throttled_source.read import ARROW_SCHEMA, PartitionRange, _batch_index_field, _Columns, _EntryIds, _varint
-from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
+from pulsar_throttled_source.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, _varint
 
 
 @pytest.mark.parametrize("partition", [-1, 0, 3, 127, 128, 70000])
 @pytest.mark.parametrize("ledger,entry", [(0, 0), (20, 5), (123456, 789), (2**40, 2**20)])
 @pytest.mark.parametrize("first", [0, 1, 200])
 def test_spliced_ids_equal_the_native_serialization(partition, ledger, entry, first):
-    ids = _EntryIds()
+    ids = EntryIds()
     ids.new_entry(pulsar.MessageId(partition, ledger, entry, first), first)
     assert ids.head is not None  # the fast path is taken for these shapes
     for index in (first, first + 1, 127, 128, 999, 4095, 4096, 70000):
@@ -33,7 +32,7 @@ def test_batch_size_field_after_the_index_is_kept():
         def serialize(self) -> bytes:
             return data
 
-    ids = _EntryIds()
+    ids = EntryIds()
     ids.new_entry(FakeId(), 0)
     assert ids.serialized(None, 5) == bytes.fromhex("081410001800200530e807")
     assert ids.serialized(None, 300) == bytes.fromhex("08141000180020ac0230e807")
@@ -42,7 +41,7 @@ def test_batch_size_field_after_the_index_is_kept():
 def test_unexpected_shapes_fall_back_to_the_native_call():
     assert _batch_index_field(bytes.fromhex("08011002")) is None  # not batched: no index field
     assert _batch_index_field(bytes.fromhex("0a0100")) is None  # a length-delimited field first
-    ids = _EntryIds()
+    ids = EntryIds()
     non_batched = pulsar.MessageId(-1, 1, 2, -1)
     ids.new_entry(non_batched, -1)
     assert ids.head is None
@@ -74,16 +73,12 @@ class FakeMessage:
         return self._props
 
 
-def part() -> PartitionRange:
-    return PartitionRange("persistent://public/default/t-partition-2", 2, BEFORE_EARLIEST, EntryPosition(1, 1), 2, None)  # type: ignore[arg-type]
-
-
 @pytest.mark.parametrize("keys", [["", ""], ["a", ""], ["a", "b"]])
 def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
-    cols = _Columns()
+    cols = Columns()
     cols.add(FakeMessage(keys[0], b"v0", 0, {}), b"id0", 1_700_000_000_123)
     cols.add(FakeMessage(keys[1], b"v1", 1_600_000_000_456, {"k": "v"}), b"id1", 1_700_000_000_124)
-    batch = cols.to_batch(part())
+    batch = cols.to_batch("persistent://public/default/t-partition-2", 2)
     assert batch.schema == ARROW_SCHEMA
     rows = batch.to_pylist()
     assert [r["key"] for r in rows] == [k or None for k in keys]  # the client reports "no key" as ""

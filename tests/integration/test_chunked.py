@@ -1,0 +1,221 @@
+"""Issue 12: chunked messages (payloads over the broker's maxMessageSize, spread over several
+entries) arrive exactly once under quotas, splits, restarts, live producers and interleaved
+producers; a message whose producer died mid-way is skipped, the rest delivered.
+
+The session broker runs with maxMessageSize=128 KiB (conftest), so a 300 KB payload is a
+3-chunk message."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from collections import Counter
+
+import pulsar
+import pytest
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from conftest import MAX_MESSAGE_SIZE
+from helpers import Sent, create_topic, produce, wait_until
+from streaming import Collected, identity, sent_identity, source_options, start_collecting, wait_caught_up
+
+from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.stream import PulsarStreamReader
+from pulsar_throttled_source.topics import TopicName
+
+CHUNKED_SIZE = int(MAX_MESSAGE_SIZE * 2.3)  # three chunks
+
+
+def _quiet() -> logging.Logger:
+    logger = logging.getLogger("pulsar-chunk-test-client")
+    logger.setLevel(logging.ERROR)  # the client logs orphan chunks it drops at ERROR
+    return logger
+
+
+def produce_chunked(client: pulsar.Client, topic: str, count: int, *, prefix: str = "big", name: str | None = None) -> list[Sent]:
+    """`count` chunked messages, round-robin over the partitions, from one chunking producer."""
+    counter = iter(range(1 << 62))
+    kwargs = {"producer_name": name} if name else {}
+    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, block_if_queue_full=True,
+                                      message_router=lambda msg, n: next(counter) % n, **kwargs)
+    sent = []
+    for i in range(count):
+        body = f"{prefix}-{i}-".encode().ljust(CHUNKED_SIZE + i, b"c")
+        props = {"i": str(i), "src": prefix}
+        mid = producer.send(body, properties=props, partition_key=f"k{i % 7}")
+        sent.append(Sent(body, f"k{i % 7}", props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
+    producer.close()
+    return sent
+
+
+def mixed_backlog(client: pulsar.Client, topic: str, tag: str = "") -> list[Sent]:
+    """What a real topic holds: single messages, producer batches and chunked messages in between."""
+    sent = produce(client, topic, 6, prefix=f"single{tag}")
+    sent += produce_chunked(client, topic, 6, prefix=f"big{tag}")
+    sent += produce(client, topic, 20, batch=5, prefix=f"batched{tag}")
+    sent += produce_chunked(client, topic, 4, prefix=f"big2{tag}")
+    sent += produce(client, topic, 4, prefix=f"tail{tag}")
+    return sent
+
+
+def assert_exactly_once(rows, sent) -> None:
+    got = Counter(identity(r) for r in rows)
+    duplicated = [k[0][:20] for k, n in got.items() if n > 1]
+    assert not duplicated, f"duplicated: {duplicated}"
+    expected = {sent_identity(s) for s in sent}
+    missing = sorted(k[0][:20] for k in expected - set(got))
+    assert not missing, f"{len(missing)} of {len(expected)} messages missing: {missing}"
+    assert set(got) == expected
+
+
+def run_available_now(spark, opts, checkpoint, sink: Collected, timeout: float = 180) -> None:
+    q = start_collecting(spark, opts, sink, checkpoint, availableNow=True)
+    assert q.awaitTermination(timeout), "the AvailableNow query did not finish"
+    assert q.exception() is None, q.exception()
+
+
+@pytest.mark.parametrize("case, extra", [
+    ("topic quota of 2 entries per second (batch mode)", {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "2"}),
+    ("three entries per trigger", {"maxEntriesPerTrigger": "3"}),
+    ("tasks of at most 2 entries", {"maxEntriesPerTask": "2"}),
+])
+def test_chunked_messages_exactly_once_whatever_cuts_the_ranges(spark, broker, admin, pulsar_client, tmp_path, unique, case, extra):
+    topic = create_topic(admin, f"chunked-{unique}", 2)
+    sent = mixed_backlog(pulsar_client, topic)
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", quotaStatePath=tmp_path / "q.sqlite", **extra)
+    run_available_now(spark, opts, tmp_path / "cp", sink)
+    assert_exactly_once(sink.rows, sent)
+    if "maxEntriesPerTask" in extra:  # one batch, cut into tasks: ask the planner how many
+        reader = PulsarStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
+        tasks = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), ReadAllAvailable()))
+        assert len(tasks) > 10 and max(t.entries for t in tasks) <= 2, [t.entries for t in tasks]
+    else:
+        assert len(sink.batches) > 3, f"{case}: the ranges were not cut at all ({len(sink.batches)} batches)"
+
+
+def test_chunked_restart_after_three_throttled_batches(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"chunked-restart-{unique}", 0)
+    sent = mixed_backlog(pulsar_client, topic)
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="2", quotaStatePath=tmp_path / "q.sqlite")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="300 milliseconds")
+    try:
+        wait_until(lambda: len(sink.batches) >= 3 or not q.isActive, 120, what="three throttled batches")
+    finally:
+        q.stop()
+    assert 0 < sink.count() < len(sent)
+    run_available_now(spark, opts, tmp_path / "cp", sink)
+    assert_exactly_once(sink.rows, sent)
+
+
+def test_chunked_while_a_producer_writes(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"chunked-live-{unique}", 2)
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
+    sent: list[Sent] = []
+    try:
+        wait_until(lambda: q.lastProgress is not None, 60, what="the first batch")
+        for round_ in range(10):
+            sent += produce_chunked(pulsar_client, topic, 3, prefix=f"live{round_}")
+            sent += produce(pulsar_client, topic, 2, prefix=f"small{round_}")
+        wait_until(lambda: sink.count() >= len(sent) or not q.isActive, 120, what="every message")
+        wait_caught_up(q)
+    finally:
+        q.stop()
+    assert_exactly_once(sink.rows, sent)
+
+
+def _interleaved(admin, topic: str) -> bool:
+    """Whether chunks of different messages alternate in the topic's entries (admin entry metadata)."""
+    name = TopicName.parse(topic)
+    layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
+    uuids = []
+    for ledger in layout.ledgers:
+        for entry in range(ledger.entries):
+            headers = admin.entry_headers(name, ledger.ledger_id, entry) or {}
+            uuids.append(headers.get("X-Pulsar-uuid"))
+    runs = [u for i, u in enumerate(uuids) if u and (i == 0 or uuids[i - 1] != u)]
+    return len(runs) > len(set(runs))  # some message's chunks are split by another's
+
+
+def test_chunked_from_two_producers_at_once(spark, broker, admin, tmp_path, unique):
+    sent: list[Sent] = []
+    for attempt in range(3):  # concurrent producers interleave their chunks almost always; make sure they did
+        topic = create_topic(admin, f"chunked-two-{unique}-{attempt}", 0)
+        results: dict[str, list[Sent]] = {}
+
+        def write(name: str) -> None:
+            client = pulsar.Client(broker.service_url, logger=_quiet())
+            try:
+                results[name] = produce_chunked(client, topic, 6, prefix=name, name=f"{name}-{unique}-{attempt}")
+            finally:
+                client.close()
+
+        threads = [threading.Thread(target=write, args=(n,)) for n in ("left", "right")]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+        sent = results["left"] + results["right"]
+        if _interleaved(admin, topic):
+            break
+    else:
+        pytest.fail("two concurrent producers never interleaved their chunks: nothing was tested")
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="5", quotaStatePath=tmp_path / "q.sqlite")
+    run_available_now(spark, opts, tmp_path / "cp", sink)
+    assert_exactly_once(sink.rows, sent)
+
+
+DOOMED_PRODUCER = r'''
+import logging, sys, pulsar
+log = logging.getLogger("doomed"); log.setLevel(logging.ERROR)
+client = pulsar.Client(sys.argv[1], logger=log)
+producer = client.create_producer(sys.argv[2], chunking_enabled=True, batching_enabled=False, producer_name=sys.argv[3])
+print("ready", flush=True)
+producer.send(b"huge-" + b"z" * 30_000_000)  # ~230 chunks; killed long before the last
+'''
+
+
+def test_chunked_message_of_a_producer_that_died(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"chunked-died-{unique}", 0)
+    name = TopicName.parse(topic)
+    before = produce(pulsar_client, topic, 3, prefix="before") + produce_chunked(pulsar_client, topic, 2, prefix="before-big")
+    entries_before = int(admin.internal_stats(name)["numberOfEntries"])
+    proc = subprocess.Popen([sys.executable, "-c", DOOMED_PRODUCER, broker.service_url, topic, f"doomed-{unique}"],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        wait_until(lambda: int(admin.internal_stats(name)["numberOfEntries"]) >= entries_before + 3, 60, interval_s=0.005,
+                   what="the first chunks of the huge message")
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    stored = int(admin.internal_stats(name)["numberOfEntries"]) - entries_before
+    assert 3 <= stored < 200, f"{stored} chunks stored: the producer was not killed mid-message"
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", incompleteChunkWaitMs="2000")
+    run_available_now(spark, opts, tmp_path / "cp", sink, timeout=120)
+    assert_exactly_once(sink.rows, before)  # the complete messages, and nothing of the incomplete one
+    # ... and messages written after it are read too, by a query that continues on the same checkpoint.
+    after = produce(pulsar_client, topic, 2, prefix="after")
+    run_available_now(spark, opts, tmp_path / "cp", sink, timeout=120)
+    assert_exactly_once(sink.rows, before + after)
+
+
+def test_entry_headers_of_a_missing_ledger_is_none(admin, pulsar_client, unique):
+    topic = create_topic(admin, f"chunked-meta-{unique}", 0)
+    produce_chunked(pulsar_client, topic, 1)
+    name = TopicName.parse(topic)
+    ledger = int(admin.internal_stats(name)["lastConfirmedEntry"].split(":")[0])
+    first = admin.entry_headers(name, ledger, 0)
+    assert first is not None and first["X-Pulsar-chunk-id"] == "0" and first["X-Pulsar-num-chunks-from-msg"] == "3"
+    assert admin.entry_headers(name, 987654321, 0) is None
+    with pytest.raises(Exception, match="HTTP 500"):
+        admin.entry_headers(name, ledger, 99)  # past the last entry: a real error, not "gone"

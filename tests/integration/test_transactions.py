@@ -1,0 +1,118 @@
+"""Issue 12: transactional topics read as read_committed. Committed messages arrive once, aborted
+never; a topic ending on a commit or abort marker needs no wait; an open transaction holds the
+range back while the query keeps running, and its messages arrive once it commits.
+
+The Python client cannot produce in transactions, so a small Java producer (java/TxnProducer.java,
+run on the broker's own client jars) writes them; the session broker runs a transaction coordinator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from helpers import create_topic, wait_until
+from streaming import Collected, source_options, start_collecting
+
+from pulsar_throttled_source.local_broker import resolve_broker_jars
+
+JAVA_PRODUCER = Path(__file__).parent / "java" / "TxnProducer.java"
+
+
+class TxnProducer:
+    """Drives java/TxnProducer.java: one command per line, one answer each."""
+
+    def __init__(self, service_url: str, topic: str) -> None:
+        self.proc = subprocess.Popen(["java", "-cp", f"{resolve_broker_jars()}/*", str(JAVA_PRODUCER), service_url, topic],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._answer()  # "ok ready"
+
+    def _answer(self) -> str:
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the Java producer exited (code {self.proc.wait(10)})")
+            if line.startswith("ok"):
+                return line.strip()
+            if line.startswith("err"):
+                raise RuntimeError(line.strip())
+
+    def do(self, *commands: str) -> None:
+        for command in commands:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+            self._answer()
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(30)
+
+
+@pytest.fixture
+def txn_producer(broker, admin, unique):
+    producers = []
+
+    def make(topic: str) -> TxnProducer:
+        producers.append(TxnProducer(broker.service_url, topic))
+        return producers[-1]
+
+    yield make
+    for p in producers:
+        p.close()
+
+
+def payloads(sink: Collected) -> Counter:
+    return Counter(bytes(r.value) for r in sink.rows)
+
+
+# A producer's life on a transactional topic: plain messages, a committed and an aborted transaction.
+HISTORY = ["plain m0", "begin", "send c0", "send c1", "commit", "plain m1", "begin", "send a0", "send a1", "abort"]
+COMMITTED = Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})
+
+
+@pytest.mark.parametrize("ending", ["abort marker", "commit marker"])
+@pytest.mark.parametrize("quota", [{}, {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "4"}], ids=["no quota", "4 entries per second"])
+def test_committed_once_aborted_never_and_no_wait_on_markers(spark, broker, admin, txn_producer, tmp_path, unique, ending, quota):
+    topic = create_topic(admin, f"txn-{unique}", 0)
+    history = HISTORY if ending == "abort marker" else HISTORY + ["begin", "send c2", "commit"]
+    expected = COMMITTED + (Counter({b"c2": 1}) if ending == "commit marker" else Counter())
+    txn_producer(topic).do(*history)
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", quotaStatePath=tmp_path / "q.sqlite", **quota)
+    started = time.monotonic()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", availableNow=True)
+    # The default pollTimeoutMs is 120 s: a read waiting for a marker would show here.
+    assert q.awaitTermination(90), "the query waited on entries the broker never dispatches"
+    assert q.exception() is None, q.exception()
+    assert payloads(sink) == expected
+    assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("outcome", ["commit", "abort"])
+def test_open_transaction_holds_the_range_back_and_the_query_keeps_running(spark, broker, admin, txn_producer, tmp_path, unique, outcome):
+    topic = create_topic(admin, f"txn-open-{unique}", 0)
+    producer = txn_producer(topic)
+    producer.do("plain p0", "begin", "send o0", "send o1")  # the transaction stays open
+    sink = Collected()
+    q = start_collecting(spark, source_options(broker, topic, startingOffsets="earliest"), sink, tmp_path / "cp",
+                         processingTime="200 milliseconds")
+    try:
+        wait_until(lambda: sink.count() >= 1 or not q.isActive, 60, what="the message before the open transaction")
+        progressed = len(q.recentProgress)
+        wait_until(lambda: len(q.recentProgress) > progressed or not q.isActive, 60, what="the query to keep polling")
+        assert q.isActive and q.exception() is None, q.exception()
+        # Planning sees the transaction's entries and holds them back: they show as backlog.
+        backlog = json.loads(q.lastProgress["sources"][0]["latestOffset"])
+        assert sum(p["backlogEntries"] for p in backlog.values()) == 2
+        assert payloads(sink) == Counter({b"p0": 1})  # nothing of the open transaction yet
+        producer.do(outcome, "plain p1")
+        expected = Counter({b"p0": 1, b"p1": 1}) + (Counter({b"o0": 1, b"o1": 1}) if outcome == "commit" else Counter())
+        wait_until(lambda: payloads(sink) == expected or sum(payloads(sink).values()) > sum(expected.values()) or not q.isActive,
+                   60, what=f"the messages after the {outcome}")
+        assert q.isActive and q.exception() is None, q.exception()
+    finally:
+        q.stop()
+    assert payloads(sink) == expected
