@@ -285,3 +285,14 @@ def test_deleted_topic_fails_or_continues(spark, broker, admin, pulsar_client, t
         finally:
             if q.isActive:
                 q.stop()
+
+
+@pytest.mark.parametrize("local", ["hash#tag", "q?x=1", "pct%41", "sp ace"])
+def test_any_legal_topic_name_is_read(spark, broker, admin, pulsar_client, tmp_path, unique, local):
+    """`#`, `?`, `%` and spaces are legal in Pulsar names: every admin call percent-encodes them."""
+    topic = create_topic(admin, f"{local}-{unique}", 2)
+    sent = produce(pulsar_client, topic, 20, batch=4) + produce(pulsar_client, topic, 6, prefix="single")
+    sink = Collected()
+    run_available_now(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=5), tmp_path / "cp", sink)
+    assert_exactly(sink.rows, sent)
+    assert {r.topic for r in sink.rows} == {f"{topic}-partition-0", f"{topic}-partition-1"}
