@@ -205,6 +205,14 @@ class PulsarAdmin:
                     found.pop(str(name), None)
         return found
 
+    def topic_is_stored(self, topic: TopicName) -> bool:
+        """Whether the broker holds this (non-partitioned or partition) topic; never creates it."""
+        try:
+            self.internal_stats(topic)
+        except TopicNotFound:
+            return False
+        return True
+
     def max_read_position(self, partition: TopicName) -> str:
         """The transaction buffer's max read position ("ledger:entry"): the broker dispatches nothing
         past it while a transaction that started before it is open. Raises TransactionsDisabled."""

@@ -133,10 +133,16 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
         # The broker delivers the start entry itself for batch index -1, so entries at or
         # before `start` are skipped below: the start is exclusive by our own check.
         start_id = pulsar.MessageId(max(part.partition_index, -1), part.start.ledger_id, part.start.entry_id, -1)
+    lookups = _EntryLookup(part)
+    if part.runs and lookups.partition_gone():
+        # Never open a reader here: the broker's topic auto-creation would bring the partition back.
+        _report_missing(part, [(ledger, entry) for ledger, first, count in part.runs for entry in range(first, first + count)],
+                        "the partition no longer exists")
+        return
     reader = _open_reader(part, start_id)
     failed = False
     try:
-        yield from _read_messages(reader, part)
+        yield from _read_messages(reader, part, lookups)
     except Exception:
         failed = True
         raise
@@ -187,7 +193,7 @@ def _open_reader(part: PartitionRange, start_id: Any) -> Any:
             time.sleep(delay)
 
 
-def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch]:
+def _read_messages(reader: Any, part: PartitionRange, lookups: "_EntryLookup") -> Iterator[pa.RecordBatch]:
     """The messages the range owns: those whose entry (for a chunked message, whose FIRST chunk)
     lies in (start, end]. A chunked message that starts in the range and ends after it is read to
     its end; one that started before the range belongs to the previous range (the client drops
@@ -204,7 +210,6 @@ def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
     columns = Columns()
-    lookups = _EntryLookup(part)
     # Without a key (or with discard), encrypted entries never arrive: the account is told so.
     undecryptable = "skip" if cfg.crypto_failure_action == "discard" else "fail" if not cfg.private_key_path else "wait"
     account = RangeAccount(part.runs, lookups, undecryptable) if part.runs is not None else None
@@ -303,6 +308,7 @@ def _read_messages(reader: Any, part: PartitionRange) -> Iterator[pa.RecordBatch
         yield columns.to_batch(part.partition, part.partition_index)
     if account is not None:
         _report_missing(part, account.missing)
+    lookups.close()
 
 
 class _EntryLookup:
@@ -316,25 +322,43 @@ class _EntryLookup:
 
     def __call__(self, position: Position) -> EntryMetadata | None:
         if position not in self._cache:
-            from .admin import PulsarAdmin
-            from .topics import TopicName
-
-            cfg = self._part.config
-            if self._admin is None:
-                self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify)
-            headers = self._admin.entry_headers(TopicName.parse(self._part.partition), *position)
+            headers = self._api().entry_headers(self._topic(), *position)
             self._cache[position] = None if headers is None else EntryMetadata.from_headers(headers)
         return self._cache[position]
 
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
 
-def _report_missing(part: PartitionRange, missing: list[Position]) -> None:
+    def partition_gone(self) -> bool:
+        """Whether the partition was deleted after planning: its first planned entry is not stored
+        (one HEAD, which also warms the broker's cache for the read), and neither is the topic."""
+        assert self._part.runs
+        ledger, first, _ = self._part.runs[0]
+        return self((ledger, first)) is None and not self._api().topic_is_stored(self._topic())
+
+    def _topic(self) -> Any:
+        from .topics import TopicName
+
+        return TopicName.parse(self._part.partition)
+
+    def _api(self) -> Any:
+        if self._admin is None:
+            from .admin import PulsarAdmin
+
+            cfg = self._part.config
+            self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify)
+        return self._admin
+
+
+def _report_missing(part: PartitionRange, missing: list[Position],
+                    why: str = "deleted after planning: retention, truncation or a deleted topic") -> None:
     """Planned entries deleted between planning and reading follow failOnDataLoss, as in planning."""
     if not missing:
         return
     lost = f"{len(missing)} planned entries of {part.partition} ({_span(missing)}) are no longer stored"
     if part.config.fail_on_data_loss:
-        raise DataLossError(f"Data loss: {lost} (deleted after planning: retention, truncation or a deleted topic). "
-                            "Set failOnDataLoss=false to continue without them.")
+        raise DataLossError(f"Data loss: {lost} ({why}). Set failOnDataLoss=false to continue without them.")
     log.warning("Data loss: %s; continuing without them because failOnDataLoss=false.", lost)
 
 

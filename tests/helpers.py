@@ -9,6 +9,7 @@ import pulsar
 import requests
 
 from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
 
@@ -90,6 +91,24 @@ def unload_bundles(admin: PulsarAdmin, namespace: str) -> int:
     for lo, hi in zip(bounds, bounds[1:]):
         requests.put(f"{admin.base}/admin/v2/namespaces/{namespace}/{lo}_{hi}/unload", timeout=60).raise_for_status()
     return len(bounds) - 1
+
+
+def trim_everything(admin: PulsarAdmin, topic: str) -> None:
+    """Retention 0, then unload and trim until the broker deleted every closed ledger of `topic`."""
+    name = TopicName.parse(topic)
+    admin.set_retention(name, 0, 0)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        admin.unload_topic(name)  # closes the current ledger so that retention may drop it
+        time.sleep(1)
+        try:
+            admin.trim_topic(name)
+        except Exception:
+            pass
+        layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
+        if layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50:
+            return
+    raise AssertionError("retention did not delete the ledgers")
 
 
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.2, what: str = "condition") -> None:

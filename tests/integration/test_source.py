@@ -6,7 +6,7 @@ import time
 from collections import Counter
 
 import pytest
-from helpers import create_topic, produce, wait_until
+from helpers import create_topic, produce, trim_everything, wait_until
 from streaming import (Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting,
                        wait_caught_up)
 
@@ -219,23 +219,6 @@ def test_unreachable_broker_read_times_out_clearly(spark, broker, backlog_topic,
     assert time.monotonic() - started < 120
 
 
-def _trim_everything(admin, topic: str) -> None:
-    name = TopicName.parse(topic)
-    admin.set_retention(name, 0, 0)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        admin.unload_topic(name)  # closes the current ledger so that retention may drop it
-        time.sleep(1)
-        try:
-            admin.trim_topic(name)
-        except Exception:
-            pass
-        layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
-        if layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50:
-            return
-    raise AssertionError("retention did not delete the ledgers")
-
-
 def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_path, unique):
     topic = create_topic(admin, f"loss-{unique}", 0)
     sent = produce(pulsar_client, topic, 120)  # 3 ledgers
@@ -246,7 +229,7 @@ def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_p
     wait_until(lambda: sink.count() >= 10, 60, what="first batch")
     q.stop()
     read_before = {bytes(r.value) for r in sink.rows}
-    _trim_everything(admin, topic)
+    trim_everything(admin, topic)
     after = produce(pulsar_client, topic, 15, prefix="after")
 
     message = failure_of(start_collecting(spark, opts, sink, checkpoint, availableNow=True), 90)
