@@ -20,10 +20,11 @@ import logging
 import re
 import time
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import quote, urlparse
 
 import requests
 
+from .positions import BEFORE_EARLIEST, EntryPosition
 from .topics import TopicName, namespace_rest_path
 
 log = logging.getLogger(__name__)
@@ -213,6 +214,21 @@ class PulsarAdmin:
             return False
         return True
 
+    def create_subscription(self, partition: TopicName, subscription: str, consumed_up_to: EntryPosition) -> None:
+        """A durable subscription on one partition whose cursor has consumed everything up to and
+        including `consumed_up_to`; an existing subscription is left as it is."""
+        try:
+            self._call("PUT", f"{partition.rest_path}/subscription/{quote(subscription, safe='')}",
+                       f"creating subscription {subscription} on {partition}", json=_cursor_body(partition, consumed_up_to))
+        except AdminError as e:
+            if "already exists" not in str(e):
+                raise
+
+    def mark_consumed(self, partition: TopicName, subscription: str, up_to: EntryPosition) -> None:
+        """Move a subscription's cursor so that every entry up to and including `up_to` is consumed."""
+        self._call("POST", f"{partition.rest_path}/subscription/{quote(subscription, safe='')}/resetcursor",
+                   f"moving subscription {subscription} of {partition} past {up_to}", json=_cursor_body(partition, up_to))
+
     def max_read_position(self, partition: TopicName) -> str:
         """The transaction buffer's max read position ("ledger:entry"): the broker dispatches nothing
         past it while a transaction that started before it is open. Raises TransactionsDisabled."""
@@ -299,6 +315,14 @@ class PulsarAdmin:
 
     def unload_topic(self, topic: TopicName) -> None:
         self._call("PUT", f"{topic.rest_path}/unload", f"unloading {topic}")
+
+
+def _cursor_body(partition: TopicName, consumed_up_to: EntryPosition) -> dict[str, int]:
+    """The broker places a cursor's read position at the given id (mark-delete just before it), so
+    the entry after the last consumed one is sent; past a ledger's end the broker moves on itself."""
+    if consumed_up_to == BEFORE_EARLIEST:
+        return {"ledgerId": -1, "entryId": -1, "partitionIndex": partition.partition_index}
+    return {"ledgerId": consumed_up_to.ledger_id, "entryId": consumed_up_to.entry_id + 1, "partitionIndex": partition.partition_index}
 
 
 def _full_rate(rate: dict[str, Any]) -> dict[str, Any]:

@@ -80,6 +80,7 @@ class PartitionLayout:
     partition: str
     ledgers: tuple[LedgerInfo, ...]
     entries_added: int  # entriesAddedCounter: entries ever added (publish-side)
+    consumed_up_to: tuple[tuple[str, EntryPosition], ...] = ()  # durable subscriptions' mark-delete positions
 
     @classmethod
     def from_internal_stats(cls, partition: str, stats: dict[str, Any]) -> "PartitionLayout":
@@ -94,7 +95,14 @@ class PartitionLayout:
                 size = int(stats.get("currentLedgerSize", 0))
             if entries > 0:
                 ledgers.append(LedgerInfo(ledger_id, entries, size))
-        return cls(partition, tuple(ledgers), int(stats.get("entriesAddedCounter", 0)))
+        cursors = tuple((str(name), EntryPosition.parse(str(c["markDeletePosition"]), f"cursor {name} of {partition}"))
+                        for name, c in sorted((stats.get("cursors") or {}).items())
+                        if isinstance(c, dict) and ":" in str(c.get("markDeletePosition", "")))
+        return cls(partition, tuple(ledgers), int(stats.get("entriesAddedCounter", 0)), cursors)
+
+    def cursor(self, subscription: str) -> EntryPosition | None:
+        """Where a durable subscription has consumed up to (None: no such subscription)."""
+        return dict(self.consumed_up_to).get(subscription)
 
     @property
     def first(self) -> EntryPosition | None:

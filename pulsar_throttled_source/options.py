@@ -35,6 +35,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "startingOffsets": ("latest", "earliest, latest, or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"earliest\" | \"latest\"}; a position is the first entry to read."),
     "startingTime": ("", "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
     "failOnDataLoss": ("true", "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
+    "durableSubscription": ("false", "true: a durable subscription named by 'subscription' (required then) follows the query's commits, so retention keeps what the query has not read; remove it when retiring the query (pulsar-admin topics unsubscribe)."),
     "pollTimeoutMs": ("120000", "How long a read task waits for an entry that must exist before failing."),
     "incompleteChunkWaitMs": ("60000", "How long a read task waits for the rest of a chunked message whose first chunk its range holds; then the message is skipped with a WARN naming it (its producer died mid-message)."),
     "adminTimeoutMs": ("30000", "Timeout of each admin API request."),
@@ -114,6 +115,7 @@ class SourceOptions:
     subscription: str
     start: StartSpec
     fail_on_data_loss: bool
+    durable_subscription: bool
     poll_timeout_ms: int
     incomplete_chunk_wait_ms: int
     admin_timeout_ms: int
@@ -185,6 +187,14 @@ def _bool(opts: Mapping[str, str], name: str, default: bool | None) -> bool | No
     if text in ("true", "false"):
         return text == "true"
     raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected true or false.")
+
+
+def _durable(opts: Mapping[str, str]) -> bool:
+    durable = bool(_bool(opts, "durableSubscription", False))
+    if durable and not opts.get("subscription", "").strip():
+        raise ValueError("Option 'durableSubscription': a durable subscription needs option 'subscription' set to a name of "
+                         "this query's own (e.g. orders-ingest); the default name would be shared by every query.")
+    return durable
 
 
 def _key_path(opts: Mapping[str, str], name: str) -> str | None:
@@ -425,6 +435,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         subscription=subscription,
         start=_start_spec(opts),
         fail_on_data_loss=bool(_bool(opts, "failOnDataLoss", True)),
+        durable_subscription=_durable(opts),
         poll_timeout_ms=_int(opts, "pollTimeoutMs", 120_000, minimum=1, what="a positive integer (milliseconds)"),
         incomplete_chunk_wait_ms=_int(opts, "incompleteChunkWaitMs", 60_000, minimum=0, what="a non-negative integer (milliseconds)"),
         admin_timeout_ms=_int(opts, "adminTimeoutMs", 30_000, minimum=1, what="a positive integer (milliseconds)"),

@@ -19,6 +19,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 
 from .admin import PulsarAdmin
 from .catalog import CatalogSnapshot, PartitionCatalog, PublishStats
+from .durable_cursor import DurableCursor
 from .layout import Backlog, PartitionLayout
 from .options import SourceOptions
 from .policies import BrokerPolicies
@@ -88,6 +89,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._catalog: PartitionCatalog | None = None
         self._policies: BrokerPolicies | None = None
         self._engine: QuotaEngine | None = None
+        self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
         self._initial: dict | None = None
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
@@ -99,7 +101,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark pickles this reader into every read task: ship options only, not the
         # driver's admin session, caches or quota engine (rebuilt lazily where needed).
         state = self.__dict__.copy()
-        for name in ("_admin", "_catalog", "_policies", "_engine"):
+        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
         return state
@@ -131,6 +133,12 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._engine
 
     @property
+    def durable_cursor(self) -> DurableCursor:
+        if self._cursor is None:
+            self._cursor = DurableCursor(self.admin, self.options.subscription)
+        return self._cursor
+
+    @property
     def policies(self) -> BrokerPolicies:
         if self._policies is None:
             self._policies = BrokerPolicies(self.admin, self.options.policy_refresh_ms)
@@ -140,7 +148,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         # Spark calls this twice at first start: answer the same both times.
         if self._initial is None:
-            self._initial = offsets_to_json(self._initial_positions(self.catalog.snapshot(force=True)))
+            positions = self._initial_positions(self.catalog.snapshot(force=True))
+            if self.options.durable_subscription:
+                self.durable_cursor.ensure(positions)  # retention keeps everything from here on
+            self._initial = offsets_to_json(positions)
         return self._initial
 
     def _initial_positions(self, snap: CatalogSnapshot) -> dict[str, EntryPosition]:
@@ -275,9 +286,15 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         lost = layout.lost_range(start)
         if lost is None:
             return
+        cursor = layout.cursor(self.options.subscription) if self.options.durable_subscription else None
+        if cursor is not None and cursor <= start:
+            return  # the broker deletes nothing past a subscription's cursor: only read entries went
         after, before = lost
         message = (f"Data loss in {partition}: the entries after {after} and before {before} are no longer stored "
-                   "(retention expired, or the topic was truncated or recreated).")
+                   "(retention expired, or the topic was truncated or recreated)."
+                   + ("" if self.options.durable_subscription else
+                      f" Ledger {after.ledger_id} is deleted, so whether it held entries after {after} is unknown;"
+                      " durableSubscription=true keeps unread entries and tells the two apart."))
         if self.options.fail_on_data_loss:
             raise DataLossError(message + " Set failOnDataLoss=false to continue from the oldest stored entry.")
         if (partition, after) not in self._warned:
@@ -357,9 +374,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(partition)
 
     def commit(self, end: dict) -> None:
-        # Progress lives in Spark's checkpoint; nothing to acknowledge on the broker
-        # (the source reads with non-durable readers, so it never holds data back).
-        pass
+        # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back
+        # on the broker unless a durable subscription was asked for: then its cursor follows.
+        if self.options.durable_subscription:
+            self.durable_cursor.follow(checkpointed_offsets(end, "committed offset"))
 
     def stop(self) -> None:
         if self._admin is not None:

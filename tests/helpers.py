@@ -95,6 +95,11 @@ def unload_bundles(admin: PulsarAdmin, namespace: str) -> int:
 
 def trim_everything(admin: PulsarAdmin, topic: str) -> None:
     """Retention 0, then unload and trim until the broker deleted every closed ledger of `topic`."""
+    trim_until(admin, topic, lambda layout: layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50)
+
+
+def trim_until(admin: PulsarAdmin, topic: str, done) -> PartitionLayout:
+    """Retention 0, then unload (closing the current ledger) and trim until `done(layout)` holds."""
     name = TopicName.parse(topic)
     admin.set_retention(name, 0, 0)
     deadline = time.monotonic() + 60
@@ -106,8 +111,8 @@ def trim_everything(admin: PulsarAdmin, topic: str) -> None:
         except Exception:
             pass
         layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
-        if layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50:
-            return
+        if done(layout):
+            return layout
     raise AssertionError("retention did not delete the ledgers")
 
 

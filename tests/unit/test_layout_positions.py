@@ -93,3 +93,28 @@ def test_split_proportionally_caps_total_in_proportion():
     shares = split_proportionally({"a": 1, "b": 1, "c": 1}, 2)
     assert sum(shares.values()) == 2 and max(shares.values()) == 1
     assert split_proportionally({"a": 5}, 0) == {"a": 0}
+
+
+def _after_trim(cursor: str | None) -> PartitionLayout:
+    """Ledger 89 (read to its end, 89:19) was deleted by retention; ledger 90 holds 5 entries."""
+    stats = {"ledgers": [{"ledgerId": 90, "entries": 0, "size": 0}], "currentLedgerEntries": 5, "currentLedgerSize": 500,
+             "lastConfirmedEntry": "90:4", "entriesAddedCounter": 5}
+    if cursor is not None:
+        stats["cursors"] = {"ingest": {"markDeletePosition": cursor, "readPosition": "90:0"}, "other": {"markDeletePosition": "90:2"}}
+    return PartitionLayout.from_internal_stats("persistent://public/default/t", stats)
+
+
+@pytest.mark.parametrize("cursor, lost", [(None, True), ("89:19", False), ("89:25", True)])
+def test_deleted_ledger_is_loss_unless_the_durable_cursor_had_passed_it(cursor, lost):
+    from pulsar_throttled_source.options import parse_options
+    from pulsar_throttled_source.stream import DataLossError, PulsarStreamReader
+
+    options = {"topic": "t", "subscription": "ingest"} | ({"durablesubscription": "true"} if cursor else {})
+    reader = PulsarStreamReader(parse_options(options))
+    layout = _after_trim(cursor)
+    assert layout.cursor("ingest") == (EntryPosition.parse(cursor, "test") if cursor else None)
+    if lost:  # no cursor: ledger 89's size is unknown; cursor past the start: TTL or someone moved it
+        with pytest.raises(DataLossError, match="entries after 89:19 and before 90:0"):
+            reader._check_data_loss(layout.partition, layout, EntryPosition(89, 19))
+    else:
+        reader._check_data_loss(layout.partition, layout, EntryPosition(89, 19))

@@ -111,3 +111,11 @@ def test_secret_never_in_error_messages():
     with pytest.raises(ValueError) as err:
         parse_options({**BASE, "pulsar.client.authparams": "hunter2-secret"})
     assert "hunter2" not in str(err.value)
+
+
+def test_durable_subscription_needs_a_name_of_its_own():
+    with pytest.raises(ValueError, match="durableSubscription.*'subscription'"):
+        parse_options({"topic": "t", "durablesubscription": "true"})
+    o = parse_options({"topic": "t", "durablesubscription": "true", "subscription": "orders-ingest"})
+    assert o.durable_subscription and o.subscription == "orders-ingest"
+    assert not parse_options({"topic": "t"}).durable_subscription
