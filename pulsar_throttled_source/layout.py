@@ -138,6 +138,10 @@ class PartitionLayout:
                 runs.append((ledger.ledger_id, first, last - first + 1, ledger.avg_entry_size))
         return Backlog.of(runs)
 
+    def stores(self, position: EntryPosition) -> bool:
+        """Whether the entry at `position` is still stored."""
+        return any(l.ledger_id == position.ledger_id and 0 <= position.entry_id < l.entries for l in self.ledgers)
+
     def lost_range(self, start: EntryPosition) -> tuple[EntryPosition, EntryPosition] | None:
         """(after, before) bounds of entries that followed `start` but are no longer stored.
 

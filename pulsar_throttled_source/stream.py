@@ -24,7 +24,7 @@ from .layout import Backlog, PartitionLayout
 from .options import SourceOptions
 from .policies import BrokerPolicies
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
-from .read import ClientConfig, PartitionRange, read_range
+from .read import ClientConfig, DataLossError, PartitionRange, read_range
 from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
 from .topics import TopicName
 
@@ -50,10 +50,6 @@ if not any(isinstance(h, _StderrUnlessConfigured) for h in log.handlers):
         log.setLevel(_level if isinstance(_level, int) else logging.INFO)
 
 UNLIMITED_ROWS = 2**62  # "no cap" as a ReadMaxRows, so Trigger.Once's ReadAllAvailable stays distinguishable
-
-
-class DataLossError(RuntimeError):
-    pass
 
 
 class PublishRateTracker:
@@ -157,7 +153,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _initial_positions(self, snap: CatalogSnapshot) -> dict[str, EntryPosition]:
         start = self.options.start
         if start.kind == "earliest":
-            return {p: BEFORE_EARLIEST for p in snap.layouts}
+            return {p: _before_first(layout) for p, layout in snap.layouts.items()}
         if start.kind == "latest":  # an open transaction's messages come after "latest" once it commits
             return {p: snap.readable_end(p) for p in snap.layouts}
         if start.kind == "time":
@@ -172,7 +168,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for p, layout in snap.layouts.items():
             value = given.get(p, "latest")
             if value == "earliest":
-                out[p] = BEFORE_EARLIEST
+                out[p] = _before_first(layout)
             elif value == "latest":
                 out[p] = snap.readable_end(p)
             else:
@@ -282,8 +278,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_summary = summary
 
     # -- data loss and deleted topics -------------------------------------------------------
-    def _check_data_loss(self, partition: str, layout: PartitionLayout, start: EntryPosition) -> None:
+    def _check_data_loss(self, partition: str, layout: PartitionLayout, start: EntryPosition,
+                         end: EntryPosition | None = None) -> None:
+        """Unread entries after `start` (up to a planned `end`, for a batch re-run) that are no longer stored."""
         lost = layout.lost_range(start)
+        if lost is None and end is not None and start < end and not layout.stores(end) and (layout.first is None or end < layout.first):
+            # The planned range ends before the oldest stored entry: its entries were deleted.
+            lost = (start, layout.first or EntryPosition(end.ledger_id, end.entry_id + 1))
         if lost is None:
             return
         cursor = layout.cursor(self.options.subscription) if self.options.durable_subscription else None
@@ -344,6 +345,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue
             layout = snap.layouts.get(partition)
             index = TopicName.parse(partition).partition_index
+            if layout is not None:
+                # A batch re-run after a restart was planned on an older layout: entries of it deleted
+                # since are not in this one, so they are reported here, as planning would.
+                self._check_data_loss(partition, layout, s, e)
             if layout is None or layout.latest < e:
                 # Planned on a newer layout than this snapshot shows: read without an entry list.
                 out.append(PartitionRange(partition, index, s, e, -1, config))
@@ -382,6 +387,13 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def stop(self) -> None:
         if self._admin is not None:
             self._admin.close()
+
+
+def _before_first(layout: PartitionLayout) -> EntryPosition:
+    """"earliest" as a concrete position (before the oldest stored entry), so that a batch re-run after
+    retention deleted its entries is reported as loss, as Kafka's resolved earliest offsets are."""
+    first = layout.first
+    return BEFORE_EARLIEST if first is None else EntryPosition(first.ledger_id, -1)
 
 
 def split_proportionally(wanted: dict[str, int], total: int) -> dict[str, int]:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 
 import pulsar
@@ -36,20 +37,30 @@ def _quiet() -> logging.Logger:
     return logger
 
 
-def produce_chunked(client: pulsar.Client, topic: str, count: int, *, prefix: str = "big", name: str | None = None) -> list[Sent]:
-    """`count` chunked messages, round-robin over the partitions, from one chunking producer."""
+def chunked_producer(client: pulsar.Client, topic: str, name: str | None = None):
     counter = iter(range(1 << 62))
     kwargs = {"producer_name": name} if name else {}
-    producer = client.create_producer(topic, chunking_enabled=True, batching_enabled=False, block_if_queue_full=True,
-                                      message_router=lambda msg, n: next(counter) % n, **kwargs)
+    return client.create_producer(topic, chunking_enabled=True, batching_enabled=False, block_if_queue_full=True,
+                                  message_router=lambda msg, n: next(counter) % n, **kwargs)
+
+
+def send_chunked(producer, count: int, prefix: str) -> list[Sent]:
+    """`count` chunked messages, round-robin over the partitions, each waited for."""
     sent = []
     for i in range(count):
         body = f"{prefix}-{i}-".encode().ljust(CHUNKED_SIZE + i, b"c")
         props = {"i": str(i), "src": prefix}
         mid = producer.send(body, properties=props, partition_key=f"k{i % 7}")
         sent.append(Sent(body, f"k{i % 7}", props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
-    producer.close()
     return sent
+
+
+def produce_chunked(client: pulsar.Client, topic: str, count: int, *, prefix: str = "big") -> list[Sent]:
+    producer = chunked_producer(client, topic)
+    try:
+        return send_chunked(producer, count, prefix)
+    finally:
+        producer.close()
 
 
 def mixed_backlog(client: pulsar.Client, topic: str, tag: str = "") -> list[Sent]:
@@ -149,18 +160,22 @@ def test_chunked_from_two_producers_at_once(spark, broker, admin, tmp_path, uniq
     sent: list[Sent] = []
     for attempt in range(3):  # concurrent producers interleave their chunks almost always; make sure they did
         topic = create_topic(admin, f"chunked-two-{unique}-{attempt}", 0)
+        # Two connections, both producers ready before either sends: then their chunks interleave.
+        clients = [pulsar.Client(broker.service_url, logger=_quiet()) for _ in range(2)]
+        producers = {side: chunked_producer(c, topic, f"{side}-{unique}-{attempt}") for side, c in zip(("left", "right"), clients)}
+        start = threading.Barrier(2)
         results: dict[str, list[Sent]] = {}
 
-        def write(name: str) -> None:
-            client = pulsar.Client(broker.service_url, logger=_quiet())
-            try:
-                results[name] = produce_chunked(client, topic, 6, prefix=name, name=f"{name}-{unique}-{attempt}")
-            finally:
-                client.close()
+        def write(side: str) -> None:
+            start.wait(30)
+            results[side] = send_chunked(producers[side], 8, side)
 
-        threads = [threading.Thread(target=write, args=(n,)) for n in ("left", "right")]
+        threads = [threading.Thread(target=write, args=(side,)) for side in producers]
         [t.start() for t in threads]
         [t.join() for t in threads]
+        for producer, client in zip(producers.values(), clients):
+            producer.close()
+            client.close()
         sent = results["left"] + results["right"]
         if _interleaved(admin, topic):
             break
@@ -183,22 +198,39 @@ producer.send(b"huge-" + b"z" * 30_000_000)  # ~230 chunks; killed long before t
 '''
 
 
-def test_chunked_message_of_a_producer_that_died(spark, broker, admin, pulsar_client, tmp_path, unique):
-    topic = create_topic(admin, f"chunked-died-{unique}", 0)
-    name = TopicName.parse(topic)
-    before = produce(pulsar_client, topic, 3, prefix="before") + produce_chunked(pulsar_client, topic, 2, prefix="before-big")
-    entries_before = int(admin.internal_stats(name)["numberOfEntries"])
-    proc = subprocess.Popen([sys.executable, "-c", DOOMED_PRODUCER, broker.service_url, topic, f"doomed-{unique}"],
+HUGE_CHUNKS = 30_000_000 // (MAX_MESSAGE_SIZE - 1024) + 1  # at least this many chunks in the huge message
+
+
+def kill_producer_mid_message(broker, admin, topic: str, name: str) -> int:
+    """Start the huge message, SIGKILL its producer after its first chunks, and return how many of
+    its chunks the broker stored once that settled (what was in flight still lands)."""
+    topic_name = TopicName.parse(topic)
+    entries = lambda: int(admin.internal_stats(topic_name)["numberOfEntries"])  # noqa: E731
+    before = entries()
+    proc = subprocess.Popen([sys.executable, "-c", DOOMED_PRODUCER, broker.service_url, topic, name],
                             stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        wait_until(lambda: int(admin.internal_stats(name)["numberOfEntries"]) >= entries_before + 3, 60, interval_s=0.005,
-                   what="the first chunks of the huge message")
+        wait_until(lambda: entries() > before, 60, interval_s=0.002, what="the first chunk of the huge message")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
-    stored = int(admin.internal_stats(name)["numberOfEntries"]) - entries_before
-    assert 3 <= stored < 200, f"{stored} chunks stored: the producer was not killed mid-message"
+    settled, last = entries(), -1
+    while settled != last:  # the broker may still persist chunks that were in flight
+        time.sleep(1.0)
+        last, settled = settled, entries()
+    return settled - before
+
+
+def test_chunked_message_of_a_producer_that_died(spark, broker, admin, pulsar_client, tmp_path, unique):
+    for attempt in range(3):
+        topic = create_topic(admin, f"chunked-died-{unique}-{attempt}", 0)
+        before = produce(pulsar_client, topic, 3, prefix="before") + produce_chunked(pulsar_client, topic, 2, prefix="before-big")
+        stored = kill_producer_mid_message(broker, admin, topic, f"doomed-{unique}-{attempt}")
+        if 0 < stored < HUGE_CHUNKS:
+            break
+    else:
+        pytest.fail(f"the producer was never killed in the middle of its message ({stored} chunks stored)")
     sink = Collected()
     opts = source_options(broker, topic, startingOffsets="earliest", incompleteChunkWaitMs="2000")
     run_available_now(spark, opts, tmp_path / "cp", sink, timeout=120)

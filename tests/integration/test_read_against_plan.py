@@ -57,3 +57,17 @@ def test_partition_deleted_between_planning_and_reading_is_not_recreated(broker,
         with pytest.raises(DataLossError, match=rf"{part.partition} .* no longer stored \(the partition no longer exists\)"):
             read_all([part])
     assert not [t for t in admin.list_topics("public/default") if t.startswith(topic)], "a read task re-created the topic"
+
+
+def test_batch_replayed_after_a_restart_whose_ledgers_were_deleted(broker, admin, pulsar_client, unique):
+    """A restart re-runs the batch Spark had not committed, with its checkpointed range: ledgers deleted
+    since then are reported when the batch's tasks are planned, not silently left out."""
+    topic = create_topic(admin, f"plan-replay-{unique}", 0)
+    produce(pulsar_client, topic, 120)
+    opts = {k.lower(): str(v) for k, v in source_options(broker, topic, startingOffsets="earliest").items()}
+    first_run = PulsarStreamReader(parse_options(opts))
+    start = first_run.initialOffset()
+    end = first_run.latestOffset(start, ReadAllAvailable())
+    trim_everything(admin, topic)
+    with pytest.raises(DataLossError, match=rf"Data loss in {topic}: the entries after \d+:-1 and before \d+:\d+"):
+        PulsarStreamReader(parse_options(opts)).partitions(start, end)
