@@ -72,11 +72,13 @@ class _OwnerRedirectSession(requests.Session):
 
 class PulsarAdmin:
     def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
-                 tls_verify: bool | str = True, retry_timeout_s: float = 0.0) -> None:
+                 tls_verify: bool | str = True, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:
         self.base = admin_url.rstrip("/")
         self.timeout_s = timeout_s
         self.retry_timeout_s = retry_timeout_s  # 0: no retries
-        self._answered = False  # retries start only after the API has answered once
+        # Retries start only after the API has answered once, unless the URL is known good (read
+        # tasks: the driver planned with it, so a failure there is an outage, not a wrong URL).
+        self._answered = known_good
         self._failing_since: float | None = None  # start of the current outage (one budget for all calls)
         self.retries = 0
         self._session = _OwnerRedirectSession()
@@ -94,6 +96,7 @@ class PulsarAdmin:
     # -- plumbing ---------------------------------------------------------------------------
     def _call(self, method: str, path: str, what: str, *, json: Any = None, params: dict | None = None,
               not_found: str | None = None, expect: str | type | None = None, api: str = "v2") -> Any:
+        """`method` HEAD answers the response headers."""
         """`expect`: a key the JSON object must have, or the type of the JSON value. A broker that
         is stopping or starting answers some requests with 200 and an error object (a stack
         trace) instead: such an answer counts as a transient failure, never as "no partitions"."""
@@ -102,7 +105,7 @@ class PulsarAdmin:
             try:
                 result = self._call_once(method, path, what, json=json, params=params, not_found=not_found, expect=expect, api=api)
             except _Transient as e:
-                if not (self._answered or e.from_broker) or self.retry_timeout_s <= 0 or method != "GET":
+                if not (self._answered or e.from_broker) or self.retry_timeout_s <= 0 or method not in ("GET", "HEAD"):
                     raise AdminError(str(e)) from None
                 now = time.monotonic()
                 if self._failing_since is None:
@@ -153,6 +156,8 @@ class PulsarAdmin:
         if resp.status_code >= 400:
             detail = resp.text.strip()[:300]
             raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
+        if method == "HEAD":
+            return dict(resp.headers)
         if not resp.content and expect is None:
             return None
         try:
@@ -254,19 +259,11 @@ class PulsarAdmin:
     def entry_headers(self, partition: TopicName, ledger_id: int, entry_id: int) -> dict[str, str] | None:
         """The broker's metadata headers of one stored entry (chunk, transaction, encryption), or None
         when it is no longer stored. HEAD: the broker reads the entry but only headers travel."""
-        url = f"{self.base}/admin/v2/{partition.rest_path}/ledger/{ledger_id}/entry/{entry_id}"
-        what = f"reading the metadata of entry {ledger_id}:{entry_id} of {partition}"
-        self.requests_made += 1
         try:
-            resp = self._session.head(url, timeout=self.timeout_s)
-        except requests.exceptions.RequestException as e:
-            raise AdminError(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({type(e).__name__}); "
-                             "check option 'admin.url' (read tasks use it for chunked and transactional topics).") from None
-        if resp.status_code == 404:
+            return self._call("HEAD", f"{partition.rest_path}/ledger/{ledger_id}/entry/{entry_id}",
+                              f"reading the metadata of entry {ledger_id}:{entry_id} of {partition}", not_found="gone")
+        except TopicNotFound:
             return None
-        if resp.status_code != 200:
-            raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {resp.reason}")
-        return dict(resp.headers)
 
     def message_id_by_timestamp(self, partition: TopicName, timestamp_ms: int) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/messageid/{timestamp_ms}",

@@ -347,7 +347,9 @@ class _EntryLookup:
             from .admin import PulsarAdmin
 
             cfg = self._part.config
-            self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify)
+            # Lookups ride through a broker restart for as long as a read would wait (pollTimeoutMs).
+            self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
+                                      retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
         return self._admin
 
 

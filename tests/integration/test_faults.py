@@ -205,6 +205,21 @@ def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
         owner.server_close()
 
 
+def test_read_task_lookups_wait_out_an_outage():
+    """Read tasks look entries up on an admin URL the driver already planned with: a connection failure
+    there is an outage (a broker restart), retried for pollTimeoutMs, never taken as a wrong URL."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    topic = TopicName.parse("t")
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Cannot reach"):
+        PulsarAdmin(url, timeout_s=1, retry_timeout_s=30).entry_headers(topic, 1, 0)
+    assert time.monotonic() - started < 1
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Gave up after retrying for 2 s"):
+        PulsarAdmin(url, timeout_s=1, retry_timeout_s=2, known_good=True).entry_headers(topic, 1, 0)
+    assert 2 <= time.monotonic() - started < 6
+
+
 def test_admin_retry_option():
     base = {"topic": "t"}
     assert parse_options(base).admin_retry_timeout_ms == 60_000
