@@ -170,6 +170,7 @@ def _open_reader(part: PartitionRange, start_id: Any) -> Any:
     kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
     if cfg.private_key_path:
         kwargs["crypto_key_reader"] = pulsar.CryptoKeyReader(cfg.public_key_path or "", cfg.private_key_path)
+    if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too
         kwargs["crypto_failure_action"] = getattr(pulsar.ConsumerCryptoFailureAction, cfg.crypto_failure_action.upper())
     retryable = (pulsar.ConnectError, pulsar.Timeout, pulsar.ServiceUnitNotReady, pulsar.LookupError, pulsar.NotConnected,
                  pulsar.TooManyLookupRequestException, pulsar.BrokerMetadataError, pulsar.BrokerPersistenceError)
@@ -210,8 +211,9 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: "_EntryLookup") -
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
     columns = Columns()
-    # Without a key (or with discard), encrypted entries never arrive: the account is told so.
-    undecryptable = "skip" if cfg.crypto_failure_action == "discard" else "fail" if not cfg.private_key_path else "wait"
+    # What an encrypted entry that has not arrived means: discarded by the client, an error (no key),
+    # or still coming (a key is set, or consume delivers it encrypted).
+    undecryptable = {"discard": "skip", "consume": "wait"}.get(cfg.crypto_failure_action, "wait" if cfg.private_key_path else "fail")
     account = RangeAccount(part.runs, lookups, undecryptable) if part.runs is not None else None
     owed_since: float | None = None  # when the range's end was reached with chunked messages still owed
     last_pos = start

@@ -57,3 +57,25 @@ def test_encrypted_topic_without_a_key_fails_fast_and_says_why(spark, broker, ad
     message = failure_of(q, 60)  # pollTimeoutMs is 120 s: failing within 60 s shows no read waited for it
     assert topic in message and "encrypted" in message and "encryption.privateKeyPath" in message
     assert time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("action", ["consume", "discard"])
+def test_crypto_failure_action_without_a_key(spark, broker, admin, pulsar_client, tmp_path, unique, key_pair, action):
+    """consume: every entry arrives still encrypted (a producer batch as one row); discard: nothing
+    arrives and the query ends normally, not after pollTimeoutMs."""
+    from pulsar_throttled_source.topics import TopicName
+
+    topic = create_topic(admin, f"encrypted-{action}-{unique}", 0)
+    sent = produce_encrypted(pulsar_client, topic, key_pair)
+    entries = int(admin.internal_stats(TopicName.parse(topic))["numberOfEntries"])
+    sink = Collected()
+    started = time.monotonic()
+    q = start_collecting(spark, source_options(broker, topic, startingOffsets="earliest", cryptoFailureAction=action),
+                         sink, tmp_path / "cp", availableNow=True)
+    assert q.awaitTermination(90) and q.exception() is None, q.exception()
+    values = [bytes(r.value) for r in sink.rows]
+    if action == "consume":
+        assert len(values) == entries and not set(values) & set(sent)  # one row per entry, none readable
+    else:
+        assert values == []
+    assert time.monotonic() - started < 60
