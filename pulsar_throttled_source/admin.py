@@ -234,13 +234,15 @@ class PulsarAdmin:
         self._call("POST", f"{partition.rest_path}/subscription/{quote(subscription, safe='')}/resetcursor",
                    f"moving subscription {subscription} of {partition} past {up_to}", json=_cursor_body(partition, up_to))
 
-    def max_read_position(self, partition: TopicName) -> str:
-        """The transaction buffer's max read position ("ledger:entry"): the broker dispatches nothing
-        past it while a transaction that started before it is open. Raises TransactionsDisabled."""
+    def max_read_position(self, partition: TopicName) -> str | None:
+        """The transaction buffer's max read position ("ledger:entry") while a transaction is open on the
+        partition (the broker dispatches nothing past it), else None. Without an open transaction the
+        position can lag the newest entries (it is refreshed lazily), so it is not a limit then.
+        Raises TransactionsDisabled."""
         body = self._call("GET", f"transactions/transactionBufferStats/{partition.rest_path.split('/', 1)[1]}",
                           f"reading the transaction buffer of {partition}", api="v3",
                           not_found=f"Topic {partition} does not exist on {self.base}.", expect="maxReadPosition")
-        return str(body["maxReadPosition"])
+        return str(body["maxReadPosition"]) if int(body.get("ongoingTxnSize") or 0) > 0 else None
 
     def stats(self, partition: TopicName) -> dict[str, Any]:
         return self._call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}",

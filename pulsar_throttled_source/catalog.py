@@ -110,13 +110,15 @@ class PartitionCatalog:
             known = self._max_read.get(name)
             if known is None or layout.latest > known:
                 try:
-                    known = EntryPosition.parse(self._admin.max_read_position(TopicName.parse(name)), f"max read position of {name}")
+                    answer = self._admin.max_read_position(TopicName.parse(name))
                 except TransactionsDisabled:
                     self._transactions = False
                     return {}
                 except TopicNotFound:
                     continue
                 self._transactions = True
+                # No open transaction: nothing is held back up to the newest entry seen now.
+                known = layout.latest if answer is None else min(layout.latest, EntryPosition.parse(answer, f"max read position of {name}"))
                 self._max_read[name] = known
             out[name] = known
         return out
