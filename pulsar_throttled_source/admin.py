@@ -144,9 +144,10 @@ class PulsarAdmin:
             raise _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).", reason) from None
         if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
             raise TransactionsDisabled(f"The broker at {self.base} runs without transactions (transactionCoordinatorEnabled=false).")
-        if resp.status_code >= 500 or resp.status_code in (307, 412) and OWNERSHIP_MOVING.search(resp.text):
+        # A HEAD answer has no body to give its reason: 307/412/503 there is taken as an ownership move.
+        moving = resp.status_code in (307, 412, 503) and (method == "HEAD" or bool(OWNERSHIP_MOVING.search(resp.text)))
+        if resp.status_code >= 500 or moving:
             detail = resp.text.strip()[:300]
-            moving = resp.status_code in (307, 412, 503) and bool(OWNERSHIP_MOVING.search(resp.text))
             raise _Transient(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}",
                              f"HTTP {resp.status_code}" + (" (topic ownership moving)" if moving else ""), from_broker=moving)
         if resp.status_code == 404 and not_found is not None:

@@ -137,7 +137,7 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     if part.runs and lookups.partition_gone():
         # Never open a reader here: the broker's topic auto-creation would bring the partition back.
         _report_missing(part, [(ledger, entry) for ledger, first, count in part.runs for entry in range(first, first + count)],
-                        "the partition no longer exists")
+                        "the partition was deleted after planning")
         return
     reader = _open_reader(part, start_id)
     failed = False

@@ -198,9 +198,6 @@ producer.send(b"huge-" + b"z" * 30_000_000)  # ~230 chunks; killed long before t
 '''
 
 
-HUGE_CHUNKS = 30_000_000 // (MAX_MESSAGE_SIZE - 1024) + 1  # at least this many chunks in the huge message
-
-
 def kill_producer_mid_message(broker, admin, topic: str, name: str) -> int:
     """Start the huge message, SIGKILL its producer after its first chunks, and return how many of
     its chunks the broker stored once that settled (what was in flight still lands)."""
@@ -222,12 +219,20 @@ def kill_producer_mid_message(broker, admin, topic: str, name: str) -> int:
     return settled - before
 
 
+def chunks_of_last_message(admin, topic: str) -> int:
+    """How many chunks the topic's last chunked message has, from its newest chunk's metadata."""
+    name = TopicName.parse(topic)
+    layout = PartitionLayout.from_internal_stats(topic, admin.internal_stats(name))
+    headers = admin.entry_headers(name, layout.latest.ledger_id, layout.latest.entry_id) or {}
+    return int(headers.get("X-Pulsar-num-chunks-from-msg", 0))
+
+
 def test_chunked_message_of_a_producer_that_died(spark, broker, admin, pulsar_client, tmp_path, unique):
     for attempt in range(3):
         topic = create_topic(admin, f"chunked-died-{unique}-{attempt}", 0)
         before = produce(pulsar_client, topic, 3, prefix="before") + produce_chunked(pulsar_client, topic, 2, prefix="before-big")
         stored = kill_producer_mid_message(broker, admin, topic, f"doomed-{unique}-{attempt}")
-        if 0 < stored < HUGE_CHUNKS:
+        if 0 < stored < chunks_of_last_message(admin, topic):
             break
     else:
         pytest.fail(f"the producer was never killed in the middle of its message ({stored} chunks stored)")

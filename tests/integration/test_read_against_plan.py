@@ -54,7 +54,7 @@ def test_partition_deleted_between_planning_and_reading_is_not_recreated(broker,
     assert len(parts) == 2
     admin.delete_topic(TopicName.parse(topic), partitioned=True)
     for part in parts:
-        with pytest.raises(DataLossError, match=rf"{part.partition} .* no longer stored \(the partition no longer exists\)"):
+        with pytest.raises(DataLossError, match=rf"{part.partition} .* no longer stored \(the partition was deleted after planning\)"):
             read_all([part])
     assert not [t for t in admin.list_topics("public/default") if t.startswith(topic)], "a read task re-created the topic"
 
