@@ -354,8 +354,17 @@ def test_byte_quota_alone_and_with_a_message_quota(spark, broker, admin, pulsar_
         for b in batches:
             assert b.value_bytes[p] <= byte_quota, table
             assert stored_bytes(b, p) <= byte_quota + 1e-6, f"{name}: batch {b.batch_id} priced over the byte quota\n{table}"
-        for b in batches[:-1]:  # the quota is used: the next entry would not have fitted
-            assert stored_bytes(b, p) > byte_quota - largest, f"{name}: batch {b.batch_id} left quota unused\n{table}"
+        # The quota is used: in every window the query planned in, the next entry would not have
+        # fitted. Two plans can share a window (a slow first trigger, or one that ran late): the
+        # second then gets what the first left (at least one entry), so count the window's batches
+        # together. The window holding the last batch may be short: the backlog ran out.
+        for i, b in enumerate(batches[:-1]):
+            window = b.planned_windows()[-1]
+            sharing = [x for x in batches[i:] if window in x.planned_windows()]
+            if batches[-1] in sharing:
+                continue
+            used = sum(stored_bytes(x, p) for x in sharing)
+            assert used > byte_quota - largest, f"{name}: window {window} (batches {[x.batch_id for x in sharing]}) left quota unused\n{table}"
         ok, why = per_window_ok(batches, stored_bytes, byte_quota + 1e-6)
         assert ok, f"{name}: {why}\n{table}"
 
