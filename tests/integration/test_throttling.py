@@ -358,9 +358,9 @@ def test_byte_quota_alone_and_with_a_message_quota(spark, broker, admin, pulsar_
         # fitted. Two plans can share a window (a slow first trigger, or one that ran late): the
         # second then gets what the first left (at least one entry), so count the window's batches
         # together. The window holding the last batch may be short: the backlog ran out.
-        for i, b in enumerate(batches[:-1]):
+        for b in batches[:-1]:
             window = b.planned_windows()[-1]
-            sharing = [x for x in batches[i:] if window in x.planned_windows()]
+            sharing = [x for x in batches if window in x.planned_windows()]
             if batches[-1] in sharing:
                 continue
             used = sum(stored_bytes(x, p) for x in sharing)
