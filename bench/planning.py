@@ -29,7 +29,8 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.stream import UNLIMITED_ROWS, PulsarStreamReader
+from pulsar_throttled_source.admission import UNLIMITED_ROWS
+from pulsar_throttled_source.stream import PulsarStreamReader
 from pulsar_throttled_source.topics import TopicName
 
 PARTITION_COUNTS = (1, 16, 64)

@@ -65,6 +65,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
         .config("spark.sql.warehouse.dir", str(tmp_path_factory.mktemp("warehouse")))
         .config("spark.driver.memory", "2g")
+        # A crashed Python worker (a native library fault) then says where it crashed.
+        .config("spark.python.worker.faulthandler.enabled", "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -8,7 +8,7 @@ import pytest
 
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
-from pulsar_throttled_source.stream import split_proportionally
+from pulsar_throttled_source.admission import split_proportionally
 from pulsar_throttled_source.topics import TopicName, partition_sort_key
 
 
@@ -106,15 +106,14 @@ def _after_trim(cursor: str | None) -> PartitionLayout:
 
 @pytest.mark.parametrize("cursor, lost", [(None, True), ("89:19", False), ("89:25", True)])
 def test_deleted_ledger_is_loss_unless_the_durable_cursor_had_passed_it(cursor, lost):
-    from pulsar_throttled_source.options import parse_options
-    from pulsar_throttled_source.stream import DataLossError, PulsarStreamReader
+    from pulsar_throttled_source.data_loss import DataLossPolicy
+    from pulsar_throttled_source.read import DataLossError
 
-    options = {"topic": "t", "subscription": "ingest"} | ({"durablesubscription": "true"} if cursor else {})
-    reader = PulsarStreamReader(parse_options(options))
+    policy = DataLossPolicy("ingest", durable_subscription=cursor is not None, fail_on_data_loss=True)
     layout = _after_trim(cursor)
     assert layout.cursor("ingest") == (EntryPosition.parse(cursor, "test") if cursor else None)
     if lost:  # no cursor: ledger 89's size is unknown; cursor past the start: TTL or someone moved it
         with pytest.raises(DataLossError, match="entries after 89:19 and before 90:0"):
-            reader._check_data_loss(layout.partition, layout, EntryPosition(89, 19))
+            policy.check_range(layout.partition, layout, EntryPosition(89, 19))
     else:
-        reader._check_data_loss(layout.partition, layout, EntryPosition(89, 19))
+        policy.check_range(layout.partition, layout, EntryPosition(89, 19))

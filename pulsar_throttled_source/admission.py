@@ -1,0 +1,101 @@
+"""How many backlog entries each partition may advance in the next micro-batch.
+
+Spark's read limit (maxEntriesPerTrigger as ReadMaxRows, or Trigger.Once's ReadAllAvailable)
+caps the batch first; the quota engine then admits what the configured and broker quotas allow.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
+
+from .catalog import CatalogSnapshot
+from .layout import Backlog
+from .options import SourceOptions
+from .policies import BrokerPolicies
+from .publish_rates import PublishRateTracker, msgs_per_entry
+from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
+from .topics import TopicName
+
+log = logging.getLogger(__name__)
+
+UNLIMITED_ROWS = 2**62  # "no cap" as a ReadMaxRows, so Trigger.Once's ReadAllAvailable stays distinguishable
+
+
+class BatchAdmission:
+    """Turns backlogs and Spark's read limit into entries per partition, logging the quota verdict."""
+
+    def __init__(self, options: SourceOptions, engine: Callable[[], QuotaEngine],
+                 policies: Callable[[], BrokerPolicies], rates: PublishRateTracker) -> None:
+        self._options = options
+        self._engine = engine  # built lazily: a query without quotas never opens the quota store
+        self._policies = policies
+        self._rates = rates
+        self._warned_read_all = False
+        self._last_summary = ""
+
+    def admit(self, backlogs: dict[str, Backlog], limit: ReadLimit, snap: CatalogSnapshot) -> dict[str, int]:
+        wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
+        if not wanted:
+            return {}
+        read_all = isinstance(limit, ReadAllAvailable)
+        if isinstance(limit, ReadMaxRows) and limit.max_rows < sum(wanted.values()):
+            wanted = split_proportionally(wanted, limit.max_rows)
+        if not self._options.throttled:
+            return wanted
+        if read_all and not self._warned_read_all:
+            self._warned_read_all = True
+            log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
+                        "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
+        demands = [self._demand(p, backlogs[p], n, snap) for p, n in wanted.items() if n > 0]
+        engine = self._engine()
+        admissions = engine.plan(demands, unthrottled=read_all)
+        self._log_summary(engine, admissions)
+        return {a.partition: a.entries for a in admissions}
+
+    def _demand(self, partition: str, backlog: Backlog, entries: int, snap: CatalogSnapshot) -> PartitionDemand:
+        o = self._options
+        topic_rates: list[tuple[str, Rate]] = []
+        sub_rates: list[tuple[str, Rate]] = []
+        if o.quota_source in ("options", "both"):
+            if not o.topic_rate.is_unlimited():
+                topic_rates.append(("options", o.topic_rate))
+            if not o.subscription_rate.is_unlimited():
+                sub_rates.append(("options", o.subscription_rate))
+        if o.uses_broker_quotas:
+            broker_topic, broker_sub = self._policies().rates(TopicName.parse(partition).base)
+            if broker_topic is not None:
+                topic_rates.append(("broker", broker_topic))
+            if broker_sub is not None:
+                sub_rates.append(("broker", broker_sub))
+        sample = msgs_per_entry(snap.stats.get(partition), snap.layouts[partition])
+        rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
+        return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
+                               bytes_for=backlog.bytes_for, msgs_per_entry_sample=sample,
+                               publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
+                               topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
+
+    def _log_summary(self, engine: QuotaEngine, admissions: Sequence[Admission]) -> None:
+        summary = engine.summary(admissions)
+        # Idle polls repeat the same line ~90 times a second: log only what changed or admitted data.
+        if any(a.entries for a in admissions) or summary != self._last_summary:
+            log.info("Planning %s: %s", self._options.subscription, summary)
+        self._last_summary = summary
+
+
+def split_proportionally(wanted: dict[str, int], total: int) -> dict[str, int]:
+    """Cap the sum of entries at `total`, in proportion to each partition's backlog."""
+    if total <= 0:
+        return {p: 0 for p in wanted}
+    whole = sum(wanted.values())
+    shares = {p: min(n, n * total // whole) for p, n in wanted.items()}
+    left = total - sum(shares.values())
+    for p in sorted(wanted, key=lambda p: wanted[p] - shares[p], reverse=True):
+        if left <= 0:
+            break
+        if shares[p] < wanted[p]:
+            shares[p] += 1
+            left -= 1
+    return shares

@@ -1,0 +1,68 @@
+"""What counts as data loss, and what the query does about it (`failOnDataLoss`).
+
+Two ways unread entries can vanish: retention or truncation deleted ledgers after the query's
+offset, or a topic was deleted while the query read it. Either fails the query (as Spark's Kafka
+source does) unless failOnDataLoss=false, which logs one warning per loss and continues.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .catalog import CatalogSnapshot
+from .layout import PartitionLayout
+from .positions import EntryPosition
+from .read import DataLossError
+from .topics import TopicName
+
+log = logging.getLogger(__name__)
+
+
+class DataLossPolicy:
+    def __init__(self, subscription: str, durable_subscription: bool, fail_on_data_loss: bool) -> None:
+        self._subscription = subscription
+        self._durable = durable_subscription
+        self._fail = fail_on_data_loss
+        self._warned: set[tuple[str, object]] = set()
+
+    def check_range(self, partition: str, layout: PartitionLayout, start: EntryPosition,
+                    end: EntryPosition | None = None) -> None:
+        """Unread entries after `start` (up to a planned `end`, for a batch re-run) that are no longer stored."""
+        lost = layout.lost_range(start)
+        if lost is None and end is not None and start < end and not layout.stores(end) and (layout.first is None or end < layout.first):
+            # The planned range ends before the oldest stored entry: its entries were deleted.
+            lost = (start, layout.first or EntryPosition(end.ledger_id, end.entry_id + 1))
+        if lost is None:
+            return
+        cursor = layout.cursor(self._subscription) if self._durable else None
+        if cursor is not None and cursor <= start:
+            return  # the broker deletes nothing past a subscription's cursor: only read entries went
+        after, before = lost
+        message = (f"Data loss in {partition}: the entries after {after} and before {before} are no longer stored "
+                   "(retention expired, or the topic was truncated or recreated)."
+                   + ("" if self._durable else
+                      f" Ledger {after.ledger_id} is deleted, so whether it held entries after {after} is unknown;"
+                      " durableSubscription=true keeps unread entries and tells the two apart."))
+        if self._fail:
+            raise DataLossError(message + " Set failOnDataLoss=false to continue from the oldest stored entry.")
+        if (partition, after) not in self._warned:
+            self._warned.add((partition, after))
+            log.warning("%s Continuing from %s because failOnDataLoss=false.", message, before)
+
+    def drop_gone_partitions(self, starts: dict[str, EntryPosition], snap: CatalogSnapshot) -> dict[str, EntryPosition]:
+        """Partitions of the checkpoint that no longer exist: fail, or continue without them."""
+        gone = [p for p in starts if p not in snap.layouts]
+        if not gone:
+            return starts
+        if self._fail:
+            # After a deletion nobody can tell whether unread messages went with it, so the
+            # safe answer is to stop (as Spark's Kafka source does), naming what vanished.
+            topics = sorted({str(TopicName.parse(p).base) for p in gone})
+            raise DataLossError(f"Topic(s) {', '.join(topics)} were deleted while the query read them; partitions "
+                                f"{', '.join(gone)} can no longer be read and messages not yet read may be lost. "
+                                "Set failOnDataLoss=false to continue without them.")
+        for p in gone:
+            if ("gone", p) not in self._warned:
+                self._warned.add(("gone", p))
+                log.warning("Partition %s no longer exists; the query continues without it (failOnDataLoss=false).", p)
+        return {p: s for p, s in starts.items() if p in snap.layouts}

@@ -1,0 +1,55 @@
+"""Where a new query starts: `startingOffsets` / `startingTime` resolved against the current layouts.
+
+Offsets hold the last entry read, so every answer is a position *before* the first entry to read.
+"""
+
+from __future__ import annotations
+
+from .admin import PulsarAdmin
+from .catalog import CatalogSnapshot
+from .layout import PartitionLayout
+from .options import StartSpec
+from .positions import BEFORE_EARLIEST, EntryPosition
+from .topics import TopicName
+
+
+def before_first(layout: PartitionLayout) -> EntryPosition:
+    """"earliest" as a concrete position (before the oldest stored entry), so that a batch re-run after
+    retention deleted its entries is reported as loss, as Kafka's resolved earliest offsets are."""
+    first = layout.first
+    return BEFORE_EARLIEST if first is None else EntryPosition(first.ledger_id, -1)
+
+
+def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict[str, EntryPosition]:
+    if start.kind == "earliest":
+        return {p: before_first(layout) for p, layout in snap.layouts.items()}
+    if start.kind == "latest":  # an open transaction's messages come after "latest" once it commits
+        return {p: snap.readable_end(p) for p in snap.layouts}
+    if start.kind == "time":
+        assert start.time_ms is not None
+        return {p: _position_for_time(admin, p, layout, start.time_ms) for p, layout in snap.layouts.items()}
+    given = dict(start.positions)
+    unknown = [p for p in given if p not in snap.layouts]
+    if unknown:
+        raise ValueError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that the query does not read; "
+                         f"known partitions: {', '.join(snap.layouts) or 'none'}.")
+    out: dict[str, EntryPosition] = {}
+    for p, layout in snap.layouts.items():
+        value = given.get(p, "latest")
+        if value == "earliest":
+            out[p] = before_first(layout)
+        elif value == "latest":
+            out[p] = snap.readable_end(p)
+        else:
+            assert isinstance(value, EntryPosition)
+            # A user position is the first entry to read; offsets hold the last entry read.
+            out[p] = EntryPosition(value.ledger_id, value.entry_id - 1)
+    return out
+
+
+def _position_for_time(admin: PulsarAdmin, partition: str, layout: PartitionLayout, time_ms: int) -> EntryPosition:
+    found = admin.message_id_by_timestamp(TopicName.parse(partition), time_ms)
+    ledger, entry = int(found.get("ledgerId", -1)), int(found.get("entryId", -1))
+    if ledger < 0 or EntryPosition(ledger, entry) > layout.latest:
+        return layout.latest  # nothing published at or after time_ms yet
+    return EntryPosition(ledger, entry - 1)

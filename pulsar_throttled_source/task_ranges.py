@@ -1,0 +1,49 @@
+"""From a micro-batch's start and end offsets to Spark tasks (Kafka's KafkaOffsetRangeCalculator).
+
+One task per partition, or several of at most maxEntriesPerTask entries. Each task carries the
+ledger-by-ledger list of the entries it was planned with, so the executor can tell an entry that
+is gone (data loss) from one it must wait for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .catalog import CatalogSnapshot
+from .layout import PartitionLayout
+from .positions import BEFORE_EARLIEST, EntryPosition
+from .read import ClientConfig, PartitionRange
+from .topics import TopicName
+
+# (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range
+LossCheck = Callable[[str, PartitionLayout, EntryPosition, EntryPosition], None]
+
+
+def task_ranges(starts: dict[str, EntryPosition], ends: dict[str, EntryPosition], snap: CatalogSnapshot,
+                max_entries_per_task: int, config: ClientConfig, check_loss: LossCheck) -> list[PartitionRange]:
+    out: list[PartitionRange] = []
+    for partition, e in ends.items():
+        s = starts.get(partition, BEFORE_EARLIEST)
+        if e <= s:
+            continue
+        layout = snap.layouts.get(partition)
+        index = TopicName.parse(partition).partition_index
+        if layout is not None:
+            # A batch re-run after a restart was planned on an older layout: entries of it deleted
+            # since are not in this one, so they are reported here, as planning would.
+            check_loss(partition, layout, s, e)
+        if layout is None or layout.latest < e:
+            # Planned on a newer layout than this snapshot shows: read without an entry list.
+            out.append(PartitionRange(partition, index, s, e, -1, config))
+            continue
+        backlog = layout.backlog_after(s, e)
+        step = max_entries_per_task
+        bounds = [s]
+        if step > 0 and backlog.entries > step and backlog.position_after(s, backlog.entries) == e:
+            bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
+        bounds.append(e)
+        for lo, hi in zip(bounds, bounds[1:]):
+            runs = layout.backlog_after(lo, hi).runs
+            out.append(PartitionRange(partition, index, lo, hi, sum(r[2] for r in runs), config,
+                                      tuple((ledger, first, count) for ledger, first, count, _ in runs)))
+    return out

@@ -1,0 +1,155 @@
+"""The driver-side planner (PulsarStreamReader) on fake layouts and a fake clock: offsets per
+micro-batch, read limits, quotas, transactions, AvailableNow, deleted topics, task splitting.
+Against a real broker the same paths run in tests/integration; here each rule is pinned alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from pulsar_throttled_source.admission import UNLIMITED_ROWS
+from pulsar_throttled_source.catalog import CatalogSnapshot
+from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read import DataLossError
+from pulsar_throttled_source.stream import PulsarStreamReader
+
+TOPIC = "persistent://public/default/orders"
+P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"
+
+
+def layout(partition: str, ledgers: list[tuple[int, int]], entry_size: int = 100) -> PartitionLayout:
+    """A partition whose closed ledgers hold `entries` each, the last one open."""
+    *closed, (open_id, open_entries) = ledgers
+    stats = {"ledgers": [{"ledgerId": l, "entries": n, "size": n * entry_size} for l, n in closed]
+             + [{"ledgerId": open_id, "entries": 0, "size": 0}],
+             "currentLedgerEntries": open_entries, "currentLedgerSize": open_entries * entry_size,
+             "lastConfirmedEntry": f"{open_id}:{open_entries - 1}",
+             "entriesAddedCounter": sum(n for _, n in ledgers)}
+    return PartitionLayout.from_internal_stats(partition, stats)
+
+
+class FakeCatalog:
+    """Stands in for PartitionCatalog: the test sets what the admin API would report."""
+
+    def __init__(self, *layouts: PartitionLayout, max_read: dict[str, EntryPosition] | None = None) -> None:
+        self.set(*layouts, max_read=max_read)
+
+    def set(self, *layouts: PartitionLayout, max_read: dict[str, EntryPosition] | None = None) -> None:
+        self.snap = CatalogSnapshot(0.0, {l.partition: l for l in layouts}, {}, max_read or {})
+
+    def snapshot(self, force: bool = False) -> CatalogSnapshot:
+        return self.snap
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_000.25) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **options: object) -> PulsarStreamReader:
+    raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite")}
+    raw |= {k: str(v) for k, v in options.items()}
+    r = PulsarStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock or FakeClock())
+    r._catalog = catalog  # type: ignore[assignment]
+    return r
+
+
+def positions(offsets: dict) -> dict[str, tuple[int, int]]:
+    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items()}
+
+
+def unlimited() -> ReadMaxRows:
+    return ReadMaxRows(UNLIMITED_ROWS)
+
+
+def test_earliest_then_everything_available_without_quotas(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10), (7, 3)]), layout(P1, [(6, 4)])))
+    start = r.initialOffset()
+    assert positions(start) == {P0: (5, -1), P1: (6, -1)}
+    assert positions(r.latestOffset(start, unlimited())) == {P0: (7, 2), P1: (6, 3)}
+
+
+def test_max_entries_per_trigger_splits_in_proportion_to_backlog(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 30)]), layout(P1, [(6, 10)])))
+    end = r.latestOffset(r.initialOffset(), ReadMaxRows(20))
+    assert positions(end) == {P0: (5, 14), P1: (6, 4)}  # 15 + 5 entries
+
+
+def test_batch_quota_per_window_with_a_fake_clock(tmp_path):
+    clock = FakeClock(2_000.1)
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 25)])), clock, throttlingMode="batch",
+               dispatchThrottlingRatePerTopicInMsg=10)
+    first = r.latestOffset(r.initialOffset(), unlimited())
+    assert positions(first) == {P0: (5, 9)}
+    clock.now = 2_000.9  # same window: the quota is spent, the offsets stay
+    assert r.latestOffset(first, unlimited()) == first
+    clock.now = 2_001.0  # next window
+    assert positions(r.latestOffset(first, unlimited())) == {P0: (5, 19)}
+
+
+def test_an_open_transaction_holds_planning_before_its_first_entry(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10)]), max_read={P0: EntryPosition(5, 3)})
+    r = reader(tmp_path, catalog)
+    end = r.latestOffset(r.initialOffset(), unlimited())
+    assert positions(end) == {P0: (5, 3)}
+    catalog.set(layout(P0, [(5, 10)]))  # committed: the cap is gone
+    assert positions(r.latestOffset(end, unlimited())) == {P0: (5, 9)}
+
+
+def test_available_now_stops_at_what_was_there_when_the_query_started(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10)]))
+    r = reader(tmp_path, catalog)
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    catalog.set(layout(P0, [(5, 10), (8, 50)]))  # written after the query started
+    end = r.latestOffset(start, unlimited())
+    assert positions(end) == {P0: (5, 9)}
+    assert r.latestOffset(end, unlimited()) == end
+
+
+def test_a_deleted_topic_fails_the_query_naming_it(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10)]), layout(P1, [(6, 4)]))
+    r = reader(tmp_path, catalog)
+    end = r.latestOffset(r.initialOffset(), unlimited())
+    catalog.set(layout(P0, [(5, 10)]))
+    with pytest.raises(DataLossError, match=rf"{TOPIC} were deleted.*{P1}.*failOnDataLoss=false"):
+        r.latestOffset(end, unlimited())
+
+
+def test_a_deleted_topic_is_left_out_with_fail_on_data_loss_false(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10)]), layout(P1, [(6, 4)]))
+    r = reader(tmp_path, catalog, failOnDataLoss="false")
+    end = r.latestOffset(r.initialOffset(), unlimited())
+    catalog.set(layout(P0, [(5, 12)]))
+    assert positions(r.latestOffset(end, unlimited())) == {P0: (5, 11)}
+
+
+def test_retention_past_the_offset_is_data_loss(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10), (7, 10)]))
+    r = reader(tmp_path, catalog)
+    start = json.loads(json.dumps(r.initialOffset()))
+    catalog.set(layout(P0, [(7, 10)]))  # ledger 5 deleted before anything was read
+    with pytest.raises(DataLossError, match=r"entries after 5:-1 and before 7:0"):
+        r.latestOffset(start, unlimited())
+
+
+def test_tasks_of_at_most_max_entries_per_task_cover_the_range_exactly(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 7), (7, 6)]), layout(P1, [(6, 2)])), maxEntriesPerTask=5)
+    start = r.initialOffset()
+    tasks = r.partitions(start, r.latestOffset(start, unlimited()))
+    by_partition: dict[str, list] = {}
+    for t in tasks:
+        by_partition.setdefault(t.partition, []).append(t)
+    assert [t.entries for t in by_partition[P0]] == [5, 5, 3]
+    assert [t.entries for t in by_partition[P1]] == [2]
+    chain = by_partition[P0]
+    assert chain[0].start == EntryPosition(5, -1) and chain[-1].end == EntryPosition(7, 5)
+    assert all(a.end == b.start for a, b in zip(chain, chain[1:]))  # contiguous, no overlap
+    assert chain[1].runs == ((5, 5, 2), (7, 0, 3))
