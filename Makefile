@@ -8,7 +8,7 @@ export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
 .PHONY: demo test unit bench clean install
 
-$(STAMP): setup.py
+$(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)

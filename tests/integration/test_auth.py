@@ -329,6 +329,6 @@ def test_cli_start_with_auth_token_status_stop(tmp_path):
     finally:
         stop = subprocess.run([*cli, "stop", "--data-dir", str(data)], capture_output=True, text=True, timeout=60)
     assert json.loads(stop.stdout) == {"stopped": True}
-    assert not local_broker._pid_alive(info["pid"])
+    assert not local_broker.pid_alive(info["pid"])
     status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
     assert status.returncode == 1 and json.loads(status.stdout)["running"] is False

@@ -89,7 +89,7 @@ def test_cli_start_status_stop(tmp_path):
         stop = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "stop", "--data-dir", str(data)],
                               capture_output=True, text=True, timeout=60)
     assert json.loads(stop.stdout) == {"stopped": True}
-    assert not local_broker._pid_alive(info["pid"])
+    assert not local_broker.pid_alive(info["pid"])
     status = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "status", "--data-dir", str(data)],
                             capture_output=True, text=True, timeout=30)
     assert status.returncode == 1 and json.loads(status.stdout)["running"] is False

@@ -1,0 +1,61 @@
+"""The command line: `python -m pulsar_throttled_source.local_broker <start|stop|status|fetch>`, also installed as
+the `pulsar-local-broker` console script. Exit codes: 0 ok, 1 `status` of a broker that is not running, 2 a
+BrokerError (printed as one `error:` message, no traceback)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import parse_broker_config
+from .distribution import resolve_broker_jars
+from .errors import BrokerError
+from .process import DEFAULT_START_TIMEOUT_S, start, status, stop
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pulsar_throttled_source.local_broker",
+                                     description="Run a real Apache Pulsar standalone broker (pinned, from Maven Central).")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_start = sub.add_parser("start", help="start a broker in the background and print its URLs as one JSON line")
+    p_start.add_argument("--data-dir", help="broker data directory (default: a new temp dir)")
+    p_start.add_argument("--max-entries-per-ledger", type=int, help="roll ledgers over after N entries")
+    p_start.add_argument("--auth-token", action="store_true",
+                         help="enable token authentication; the admin token is in DATA_DIR/auth/admin.token")
+    p_start.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="a broker setting (standalone.conf key), repeatable; e.g. transactionCoordinatorEnabled=true")
+    p_start.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for readiness")
+    for name in ("stop", "status"):
+        p = sub.add_parser(name, help=f"{name} the broker of a data dir (default: the last one started)")
+        p.add_argument("--data-dir")
+    sub.add_parser("fetch", help="only download the broker jars into the cache")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "start":
+            if args.max_entries_per_ledger is not None and args.max_entries_per_ledger < 1:
+                parser.error("--max-entries-per-ledger must be a positive integer")
+            extra = parse_broker_config(args.broker_config)
+            print(start(args.data_dir, args.max_entries_per_ledger, args.timeout, args.auth_token,
+                        broker_config=extra).to_json(), flush=True)
+        elif args.command == "stop":
+            print(json.dumps({"stopped": stop(args.data_dir)}))
+        elif args.command == "status":
+            st = status(args.data_dir)
+            print(json.dumps(st))
+            return 0 if st["running"] else 1
+        elif args.command == "fetch":
+            print(resolve_broker_jars(quiet=False))
+    except BrokerError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

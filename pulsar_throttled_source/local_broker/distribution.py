@@ -1,0 +1,76 @@
+"""The pinned Pulsar broker's jars: checking for Java, resolving the distribution from Maven Central once per machine."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from .errors import BrokerError
+
+PULSAR_VERSION = "4.0.7"  # pinned LTS; keep in step with pom.xml (and docker-compose.yml's image)
+CACHE_ENV = "PULSAR_THROTTLED_BROKER_CACHE"
+# pom.xml and maven-settings.xml ship next to this module (package data).
+MAVEN_FILES = Path(__file__).parent
+
+
+def cache_dir() -> Path:
+    """Where the jars (and the last-started pointer) live; $PULSAR_THROTTLED_BROKER_CACHE overrides the base."""
+    override = os.environ.get(CACHE_ENV)
+    base = Path(override) if override else Path.home() / ".cache" / "pulsar-throttled-source"
+    return base / f"pulsar-{PULSAR_VERSION}"
+
+
+def check_java() -> str:
+    """The path of a Java 17+ `java`, or a BrokerError saying what is missing."""
+    java = shutil.which("java")
+    if java is None:
+        raise BrokerError("Java 17 or newer is required to run the local Pulsar broker, but `java` is not on PATH.")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match and match.group(2):
+        major = int(match.group(2))  # "1.8" style
+    if major < 17:
+        found = out.strip().splitlines()[0] if out.strip() else "unknown"
+        raise BrokerError(f"Java 17 or newer is required to run the local Pulsar broker; found: {found}")
+    return java
+
+
+def resolve_broker_jars(quiet: bool = True) -> Path:
+    """Download the pinned broker and its dependencies once per machine; return the lib dir."""
+    root = cache_dir()
+    lib = root / "lib"
+    marker = root / "COMPLETE"
+    if marker.exists() and lib.is_dir():
+        return lib
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise BrokerError("Maven (`mvn`) is required once to download the Pulsar broker jars, but it is not on PATH.")
+    root.mkdir(parents=True, exist_ok=True)
+    # Copy into a staging dir and rename at the end, so an interrupted download never looks complete.
+    staging = root / "lib.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    cmd = [
+        mvn, "-B", "-q",
+        "-s", str(MAVEN_FILES / "maven-settings.xml"),
+        "-f", str(MAVEN_FILES / "pom.xml"),
+        f"-Dmaven.repo.local={root / 'm2'}",
+        "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+        f"-DoutputDirectory={staging}",
+        "-DincludeScope=runtime",
+    ]
+    if not quiet:
+        print(f"Downloading Apache Pulsar {PULSAR_VERSION} broker jars into {root} (once per machine)...", file=sys.stderr)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
+        raise BrokerError(f"Downloading the Pulsar {PULSAR_VERSION} broker jars with Maven failed:\n{tail}")
+    shutil.rmtree(lib, ignore_errors=True)
+    staging.rename(lib)
+    shutil.rmtree(root / "m2", ignore_errors=True)  # jars are copied; the local repo is only a download cache
+    marker.write_text(PULSAR_VERSION)
+    return lib

@@ -1,0 +1,163 @@
+"""The broker process: start it in the background and wait until it serves public/default, stop it by pid,
+report its status. The broker outlives the Python process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from .config import write_conf
+from .distribution import check_java, resolve_broker_jars
+from .errors import BrokerError
+from .state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
+from .tokens import ensure_admin_token
+
+DEFAULT_START_TIMEOUT_S = 150.0
+
+# Java 17 needs these for BookKeeper/Netty internals (as Pulsar's own bin/pulsar passes).
+JAVA_OPENS = [
+    "--add-opens", "java.base/java.io=ALL-UNNAMED",
+    "--add-opens", "java.base/java.util.zip=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.net=ALL-UNNAMED",
+    "--add-opens", "java.management/sun.management=ALL-UNNAMED",
+    "--add-opens", "jdk.management/com.sun.management.internal=ALL-UNNAMED",
+    "--add-opens", "java.base/java.lang=ALL-UNNAMED",
+    "--add-opens", "java.base/jdk.internal.misc=ALL-UNNAMED",
+    "--add-opens", "java.base/java.nio=ALL-UNNAMED",
+    "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
+]
+
+
+def _http_get_json(url: str, timeout: float = 3.0, token: str | None = None) -> Any:
+    req = urllib.request.Request(url)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read().decode())
+
+
+def _log_tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start(
+    data_dir: str | Path | None = None,
+    max_entries_per_ledger: int | None = None,
+    timeout_s: float = DEFAULT_START_TIMEOUT_S,
+    auth_token: bool = False,
+    heap: str = "1g",
+    broker_config: dict[str, str] | None = None,
+) -> BrokerInfo:
+    """Start a standalone broker in the background and wait until it serves public/default.
+
+    Restarting on an existing data dir reuses its data (and its ports, so clients reconnect).
+    """
+    java = check_java()
+    lib = resolve_broker_jars(quiet=False)
+    data = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="pulsar-standalone-"))
+    data.mkdir(parents=True, exist_ok=True)
+    data = data.resolve()
+    existing = read_state(data)
+    if existing and pid_alive(existing["pid"]):
+        raise BrokerError(f"A broker already runs on data dir {data} (pid {existing['pid']}); stop it first.")
+    ports = ports_for(data)
+    token_key, admin_token = ensure_admin_token(data) if auth_token else (None, None)
+    conf, log4j = write_conf(data / "conf", ports, max_entries_per_ledger, token_key, broker_config)
+    log_path = data / "broker.log"
+    cmd = [
+        java, "-Xms256m", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC",
+        *JAVA_OPENS,
+        "-Dio.netty.tryReflectionSetAccessible=true",
+        f"-Dlog4j.configurationFile={log4j}",
+        "-Dpulsar.allocator.exit_on_oom=true",
+        "-cp", f"{lib}/*",
+        "org.apache.pulsar.PulsarStandaloneStarter",
+        "--config", str(conf),
+        "--no-functions-worker", "--no-stream-storage",
+        "-a", "127.0.0.1",
+        "--metadata-dir", str(data / "metadata"),
+        "--bookkeeper-dir", str(data / "bookkeeper"),
+        "--bookkeeper-port", str(ports["bookie"]),
+        "--stream-storage-port", str(ports["streamStorage"]),
+    ]
+    with open(log_path, "ab") as log:
+        # Own session: the broker outlives this Python process and is stopped by pid.
+        proc = subprocess.Popen(cmd, cwd=data, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    info = BrokerInfo(
+        serviceUrl=f"pulsar://127.0.0.1:{ports['broker']}",
+        adminUrl=f"http://127.0.0.1:{ports['web']}",
+        pid=proc.pid,
+        dataDir=str(data),
+    )
+    write_state(info, auth_token)
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise BrokerError(f"The Pulsar broker exited with code {proc.returncode} during start-up. "
+                              f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+        try:
+            namespaces = _http_get_json(f"{info.adminUrl}/admin/v2/namespaces/public", token=admin_token)
+            if "public/default" in namespaces:
+                return info
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            _terminate(proc.pid, grace_s=10)
+            raise BrokerError(f"The Pulsar broker did not become ready within {timeout_s:.0f} s. "
+                              f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+        time.sleep(0.5)
+
+
+def _terminate(pid: int, grace_s: float = 30.0) -> None:
+    """SIGTERM the broker's process group, SIGKILL it if it is still there after `grace_s`."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            waited, _ = os.waitpid(pid, os.WNOHANG)  # reap if it is our child
+        except ChildProcessError:
+            waited = 0
+        if waited == pid or not pid_alive(pid):
+            return
+        time.sleep(0.2)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def stop(data_dir: str | Path | None = None) -> bool:
+    """Stop the broker of `data_dir` (default: the last one started). True if one was running."""
+    data = resolve_data_dir(data_dir)
+    state = read_state(data) if data else None
+    if not state:
+        return False
+    running = pid_alive(state["pid"])
+    if running:
+        _terminate(state["pid"])
+    return running
+
+
+def status(data_dir: str | Path | None = None) -> dict[str, Any]:
+    """{"running": bool, ...the URLs, pid and data dir} of `data_dir`'s broker (default: the last one started)."""
+    data = resolve_data_dir(data_dir)
+    state = read_state(data) if data else None
+    if not state:
+        return {"running": False, "dataDir": str(data) if data else None}
+    return {"running": pid_alive(state["pid"]), **{k: state[k] for k in ("serviceUrl", "adminUrl", "pid", "dataDir")}}
