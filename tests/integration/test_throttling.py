@@ -152,6 +152,20 @@ def per_window_ok(batches: list[Batch], measure, limit: float, period_s: int = P
     return False, worst
 
 
+def sharing_a_window(batches: list[Batch], b: Batch) -> list[Batch]:
+    """The batches that may have been planned in the same quota window as `b` (b included).
+
+    A trigger that runs late (a cold first plan, a busy machine) can plan two batches in one
+    window: the second gets what the first left. So "a window used its quota" is checked on the
+    sum over these batches, which is at least what b's actual window admitted."""
+    mine = set(b.planned_windows())
+    return [x for x in batches if mine & set(x.planned_windows())]
+
+
+def shares_no_window(batches: list[Batch], b: Batch) -> bool:
+    return sharing_a_window(batches, b) == [b]
+
+
 # ---------------------------------------------------------------------------------------
 # Starting queries
 
@@ -288,11 +302,17 @@ def test_precise_mode_delivers_the_message_quota_per_window(spark, broker, admin
     batches, table = drain_backlog(spark, broker, tmp_path, backlog_topic, "precise", quota)
     assert sum(b.rows for b in batches) == BACKLOG_MSGS, table
     for p in parts:
-        got = [b.msgs.get(p, 0) for b in batches if b.msgs.get(p)]
-        full = got[:-1]  # the last batch of a partition takes what is left
+        with_p = [b for b in batches if b.msgs.get(p)]
+        got = [b.msgs[p] for b in with_p]
+        # The last batch of a partition takes what is left; a batch that may share its window
+        # with another is judged with it (the second plan of a window gets what the first left).
+        full = [b.msgs[p] for b in with_p[:-1] if shares_no_window(batches, b)]
         assert len(full) >= 4, table
         assert all(abs(n - quota) <= 0.10 * quota for n in full), f"{p}: {got}\n{table}"
         assert abs(sum(full) / len(full) - quota) <= 0.02 * quota, f"{p}: {got}\n{table}"
+        for b in with_p[:-1]:
+            shared = sum(x.msgs.get(p, 0) for x in sharing_a_window(batches, b))
+            assert shared >= 0.9 * quota, f"{p}: batch {b.batch_id} left quota unused\n{table}"
         assert got[-1] <= quota * 1.10, table
     ok, why = per_window_ok(batches, lambda b, p: b.msgs.get(p, 0), quota * 1.10)
     assert ok, f"{why}\n{table}"
@@ -359,12 +379,11 @@ def test_byte_quota_alone_and_with_a_message_quota(spark, broker, admin, pulsar_
         # second then gets what the first left (at least one entry), so count the window's batches
         # together. The window holding the last batch may be short: the backlog ran out.
         for b in batches[:-1]:
-            window = b.planned_windows()[-1]
-            sharing = [x for x in batches if window in x.planned_windows()]
+            sharing = sharing_a_window(batches, b)
             if batches[-1] in sharing:
                 continue
             used = sum(stored_bytes(x, p) for x in sharing)
-            assert used > byte_quota - largest, f"{name}: window {window} (batches {[x.batch_id for x in sharing]}) left quota unused\n{table}"
+            assert used > byte_quota - largest, f"{name}: batches {[x.batch_id for x in sharing]} left quota unused\n{table}"
         ok, why = per_window_ok(batches, stored_bytes, byte_quota + 1e-6)
         assert ok, f"{name}: {why}\n{table}"
 
@@ -569,7 +588,8 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
     assert drain is not None, f"never caught up\n{table}"
     assert drain >= 3, table
     for b in batches[2:drain]:
-        assert b.rows >= 0.7 * live_rate * PERIOD_S + margin, f"batch {b.batch_id} drained too slowly\n{table}"
+        rows = sum(x.rows for x in sharing_a_window(batches, b))
+        assert rows >= 0.7 * live_rate * PERIOD_S + margin, f"batch {b.batch_id} drained too slowly\n{table}"
     # Bounded backlog once caught up: at most about one period of publishing plus the
     # planning delay (metadata refresh) behind, even with a missed trigger.
     assert max(lag_after[drain:]) <= 2 * live_rate * PERIOD_S + margin, table
