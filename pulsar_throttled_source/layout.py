@@ -81,6 +81,7 @@ class PartitionLayout:
     ledgers: tuple[LedgerInfo, ...]
     entries_added: int  # entriesAddedCounter: entries ever added (publish-side)
     consumed_up_to: tuple[tuple[str, EntryPosition], ...] = ()  # durable subscriptions' mark-delete positions
+    open_ledger: int | None = None  # the ledger the broker writes to now (every older one is closed)
 
     @classmethod
     def from_internal_stats(cls, partition: str, stats: dict[str, Any]) -> "PartitionLayout":
@@ -98,7 +99,8 @@ class PartitionLayout:
         cursors = tuple((str(name), EntryPosition.parse(str(c["markDeletePosition"]), f"cursor {name} of {partition}"))
                         for name, c in sorted((stats.get("cursors") or {}).items())
                         if isinstance(c, dict) and ":" in str(c.get("markDeletePosition", "")))
-        return cls(partition, tuple(ledgers), int(stats.get("entriesAddedCounter", 0)), cursors)
+        open_ledger = int(raw[-1]["ledgerId"]) if raw else None
+        return cls(partition, tuple(ledgers), int(stats.get("entriesAddedCounter", 0)), cursors, open_ledger)
 
     def cursor(self, subscription: str) -> EntryPosition | None:
         """Where a durable subscription has consumed up to (None: no such subscription)."""
@@ -137,6 +139,23 @@ class PartitionLayout:
             if last >= first:
                 runs.append((ledger.ledger_id, first, last - first + 1, ledger.avg_entry_size))
         return Backlog.of(runs)
+
+    def past_ledger_end(self, position: EntryPosition) -> EntryPosition:
+        """`position` as "before the next ledger" when it is the last entry of a closed ledger.
+
+        The same place in the topic, but an offset that no longer names the ledger: once retention
+        deletes that fully read ledger, a restart from here is not mistaken for data loss (nobody
+        could tell afterwards whether the deleted ledger held more entries). The next ledger is the
+        next one holding entries, or the open one (possibly still empty)."""
+        if position.ledger_id == self.open_ledger:
+            return position  # the open ledger may still grow
+        for i, ledger in enumerate(self.ledgers):
+            if ledger.ledger_id == position.ledger_id:
+                if position.entry_id != ledger.entries - 1:
+                    return position
+                following = self.ledgers[i + 1].ledger_id if i + 1 < len(self.ledgers) else self.open_ledger
+                return position if following is None or following <= ledger.ledger_id else EntryPosition(following, -1)
+        return position
 
     def stores(self, position: EntryPosition) -> bool:
         """Whether the entry at `position` is still stored."""

@@ -154,7 +154,10 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = dict(starts)
         for partition, backlog in backlogs.items():
             s = starts.get(partition, BEFORE_EARLIEST)
-            end[partition] = backlog.position_after(s, admitted.get(partition, 0))
+            n = admitted.get(partition, 0)
+            # A batch that ends a closed ledger ends "before the next one" (only when it moved:
+            # an unchanged offset must stay equal, or Spark would run an empty batch).
+            end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
         self._report = backlog_report(snap, end)
         return offsets_to_json(end)
 

@@ -32,7 +32,8 @@ def task_ranges(starts: dict[str, EntryPosition], ends: dict[str, EntryPosition]
             # A batch re-run after a restart was planned on an older layout: entries of it deleted
             # since are not in this one, so they are reported here, as planning would.
             check_loss(partition, layout, s, e)
-        if layout is None or layout.latest < e:
+        # (An end "before the open ledger" is where this layout ends, not past it.)
+        if layout is None or layout.past_ledger_end(layout.latest) < e:
             # Planned on a newer layout than this snapshot shows: read without an entry list.
             out.append(PartitionRange(partition, index, s, e, -1, config))
             continue

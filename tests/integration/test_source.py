@@ -6,11 +6,12 @@ import time
 from collections import Counter
 
 import pytest
-from helpers import create_topic, produce, trim_everything, wait_until
+from helpers import create_topic, produce, trim_everything, trim_until, wait_until
 from streaming import (Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting,
                        wait_caught_up)
 
 from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.topics import TopicName
 
 
@@ -217,6 +218,34 @@ def test_unreachable_broker_read_times_out_clearly(spark, broker, backlog_topic,
     message = _start_error(spark, opts, tmp_path)
     assert "pulsar://127.0.0.1:9" in message
     assert time.monotonic() - started < 120
+
+
+def test_restart_after_retention_deleted_the_ledger_read_is_not_loss(spark, broker, admin, pulsar_client, tmp_path, unique):
+    """A throttled backfill (no durable subscription) stops after reading a whole ledger; retention
+    then deletes that ledger, while another subscription keeps the rest. The restart must not
+    report loss: the offset says "before the next ledger", not "after entry 49 of a gone ledger"."""
+    topic = create_topic(admin, f"read-then-trimmed-{unique}", 0)
+    name = TopicName.parse(topic)
+    sent = produce(pulsar_client, topic, 120)  # ledgers of 50, 50 and 20 entries
+    first, second = sorted({s.position[0] for s in sent})[:2]
+    admin.create_subscription(name, f"other-group-{unique}", EntryPosition(second, -1))  # holds the rest
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="50", ratePeriodInSecond="3600",
+                          quotaStatePath=str(tmp_path / "quota.sqlite"))
+    sink = Collected()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
+    try:
+        wait_until(lambda: sink.count() >= 50, 90, what="the first ledger")
+        time.sleep(1)  # a second batch would only come with the next hour's quota
+    finally:
+        q.stop()
+    assert sink.count() in (50, 100), sink.count()  # 100: the run crossed a whole hour
+    trim_until(admin, topic, lambda layout: layout.first is not None and layout.first.ledger_id > first)
+    unthrottled = {**opts, "dispatchThrottlingRatePerTopicInMsg": "-1"}
+    q = start_collecting(spark, unthrottled, sink, tmp_path / "cp", availableNow=True)
+    assert q.awaitTermination(120), "the restarted query did not finish"
+    assert q.exception() is None, q.exception()  # failOnDataLoss=true: a loss report fails it
+    assert Counter(identity(r) for r in sink.rows) == Counter(sent_identity(s) for s in sent)
 
 
 def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_path, unique):

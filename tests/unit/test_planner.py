@@ -110,7 +110,7 @@ def test_available_now_stops_at_what_was_there_when_the_query_started(tmp_path):
     r.prepareForTriggerAvailableNow()
     catalog.set(layout(P0, [(5, 10), (8, 50)]))  # written after the query started
     end = r.latestOffset(start, unlimited())
-    assert positions(end) == {P0: (5, 9)}
+    assert positions(end) == {P0: (8, -1)}  # all of ledger 5 (which ledger 8 follows), nothing of 8
     assert r.latestOffset(end, unlimited()) == end
 
 
@@ -153,3 +153,32 @@ def test_tasks_of_at_most_max_entries_per_task_cover_the_range_exactly(tmp_path)
     assert chain[0].start == EntryPosition(5, -1) and chain[-1].end == EntryPosition(7, 5)
     assert all(a.end == b.start for a, b in zip(chain, chain[1:]))  # contiguous, no overlap
     assert chain[1].runs == ((5, 5, 2), (7, 0, 3))
+
+
+def test_a_batch_that_ends_a_closed_ledger_ends_before_the_next_and_survives_its_deletion(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10), (7, 3)]))
+    r = reader(tmp_path, catalog)
+    end = r.latestOffset(r.initialOffset(), ReadMaxRows(10))
+    assert positions(end) == {P0: (7, -1)}  # not (5, 9): the offset no longer names ledger 5
+    assert [t.entries for t in r.partitions(r.initialOffset(), end)] == [10]
+    catalog.set(layout(P0, [(7, 3)]))  # retention deleted the fully read ledger 5
+    assert positions(r.latestOffset(end, unlimited())) == {P0: (7, 2)}
+    # Mid-ledger, and at the end of the newest ledger (it may still grow), the offset is kept as is.
+    r2 = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10), (7, 3)])))
+    assert positions(r2.latestOffset(r2.initialOffset(), ReadMaxRows(4))) == {P0: (5, 3)}
+    assert positions(r2.latestOffset(r2.initialOffset(), unlimited())) == {P0: (7, 2)}
+
+
+def test_a_batch_that_ends_the_last_closed_ledger_ends_before_the_open_empty_one(tmp_path):
+    # The broker rolled over: ledger 5 is full and closed, ledger 9 is open and still empty.
+    stats = {"ledgers": [{"ledgerId": 5, "entries": 10, "size": 1000}, {"ledgerId": 9, "entries": 0, "size": 0}],
+             "currentLedgerEntries": 0, "currentLedgerSize": 0, "lastConfirmedEntry": "5:9", "entriesAddedCounter": 10}
+    catalog = FakeCatalog(PartitionLayout.from_internal_stats(P0, stats))
+    r = reader(tmp_path, catalog)
+    end = r.latestOffset(r.initialOffset(), unlimited())
+    assert positions(end) == {P0: (9, -1)}
+    assert r.latestOffset(end, unlimited()) == end  # caught up: no empty batch
+    [task] = r.partitions(r.initialOffset(), end)
+    assert (task.entries, task.runs) == (10, ((5, 0, 10),))  # planned with its entry list: no wait for ledger 9
+    catalog.set(layout(P0, [(9, 4)]))  # ledger 5 deleted, 4 new entries in ledger 9
+    assert positions(r.latestOffset(end, unlimited())) == {P0: (9, 3)}
