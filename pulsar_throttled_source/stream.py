@@ -25,7 +25,8 @@ from .options import SourceOptions
 from .policies import BrokerPolicies
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
 from .read import ClientConfig, DataLossError, PartitionRange, read_range
-from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
+from .throttling.engine import QuotaEngine
+from .throttling.model import Admission, PartitionDemand, Rate
 from .topics import TopicName
 
 log = logging.getLogger("pulsar_throttled_source")
@@ -123,7 +124,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def engine(self) -> QuotaEngine:
         if self._engine is None:
-            from .quota_store import SqliteQuotaStore
+            from .throttling.store import SqliteQuotaStore
 
             self._engine = QuotaEngine(self.options.quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
         return self._engine
