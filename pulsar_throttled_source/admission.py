@@ -16,7 +16,8 @@ from .layout import Backlog
 from .options import SourceOptions
 from .policies import BrokerPolicies
 from .publish_rates import PublishRateTracker, msgs_per_entry
-from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
+from .throttling.engine import QuotaEngine
+from .throttling.model import Admission, PartitionDemand, Rate
 from .topics import TopicName
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from typing import Any, Literal
 from urllib.parse import urlparse
 
 from .positions import EntryPosition
-from .throttle import QuotaConfig, Rate
+from .throttling.model import QuotaConfig, Rate
 from .topics import TopicName
 
 QuotaSource = Literal["options", "broker", "both"]

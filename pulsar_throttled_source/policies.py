@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .admin import PulsarAdmin
-from .throttle import Rate
+from .throttling.model import Rate
 from .topics import TopicName
 
 log = logging.getLogger(__name__)

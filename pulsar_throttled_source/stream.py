@@ -33,7 +33,7 @@ from .publish_rates import PublishRateTracker
 from .read import ClientConfig, PartitionRange, read_range
 from .start_positions import resolve_start
 from .task_ranges import task_ranges
-from .throttle import QuotaEngine
+from .throttling.engine import QuotaEngine
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     @property
     def engine(self) -> QuotaEngine:
         if self._engine is None:
-            from .quota_store import SqliteQuotaStore
+            from .throttling.store import SqliteQuotaStore
 
             self._engine = QuotaEngine(self.options.quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
         return self._engine

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_throttled_source.quota_store import MemoryQuotaStore, SqliteQuotaStore
-from pulsar_throttled_source.throttle import (
-    Admission,
-    PartitionDemand,
-    QuotaConfig,
-    QuotaEngine,
-    Rate,
-)
+from pulsar_throttled_source.throttling.engine import QuotaEngine
+from pulsar_throttled_source.throttling.model import Admission, PartitionDemand, QuotaConfig, Rate
+from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
 
 TOPIC = "persistent://public/default/t"
 P0 = f"{TOPIC}-partition-0"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.quota_store import BucketState, MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import BucketState, MemoryQuotaStore, SqliteQuotaStore
 
 
 def increment(store: MemoryQuotaStore | SqliteQuotaStore, key: str, times: int) -> None:

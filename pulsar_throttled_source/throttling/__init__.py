@@ -1,0 +1,31 @@
+"""Quota throttling: how far each partition may advance in one micro-batch.
+
+Pulsar's broker throttles dispatch *after* deciding what to read, with counters it fixes up
+once it knows what an entry held. This package applies the same model one step earlier,
+when Spark plans a micro-batch: it decides how many backlog entries each partition may
+advance and charges every quota bucket that applies, all in one store transaction.
+
+The model (see docs/THROTTLING.md):
+- Levels: source-wide (one bucket per query), topic (one per partition, shared by every
+  query on the host), subscription (one per subscription and partition). All levels, and
+  messages and bytes within a level, must admit (logical AND).
+- Windows are epoch aligned (``floor(now / period)``), so processes agree on them without
+  talking. What a window over-admits is debt that the next windows pay back; what it leaves
+  unused is lost.
+- Entries are converted to messages exactly (batch mode: one entry is one message) or by a
+  moving average of messages per entry (precise mode); bytes come from the ledger layout.
+
+Modules, each one role (imports flow downwards only):
+- ``model``: the value types options, policies and planning share (Rate, QuotaConfig,
+  PartitionDemand, Admission, level names).
+- ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores).
+- ``estimators``: messages per entry (moving average) and the smoothed publish rate.
+- ``buckets``: bucket keys, effective quotas (incl. relative to publish rate), windows and
+  pay-back of debt.
+- ``report``: the words: held-back reasons, per-level reports, the summary log line.
+- ``allocation``: the admission passes (proportional shares, fit, one-entry minimum,
+  rotating order).
+- ``engine``: QuotaEngine, which ties them together around one store transaction.
+
+Nothing is re-exported here, so importing ``throttling.model`` loads only the model.
+"""

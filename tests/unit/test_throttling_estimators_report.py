@@ -1,0 +1,93 @@
+"""Unit tests of the estimators (messages per entry, publish rate) and the report wording."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
+from pulsar_throttled_source.throttling.estimators import MessagesPerEntry, SmoothedPublishRates
+from pulsar_throttled_source.throttling.model import (
+    SOURCE_LEVEL,
+    SUBSCRIPTION_LEVEL,
+    TOPIC_LEVEL,
+    PartitionDemand,
+)
+from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
+
+P0 = "persistent://public/default/t-partition-0"
+P1 = "persistent://public/default/t-partition-1"
+
+
+def demand(partition: str = P0, sample: float | None = 1.0, msgs: float = 0.0, bytes_: float = 0.0) -> PartitionDemand:
+    return PartitionDemand(partition, "sub", 10, lambda k: float(k), sample, msgs, bytes_)
+
+
+def test_messages_per_entry_moving_average_ignores_unusable_samples() -> None:
+    average = MessagesPerEntry()
+    assert average.get(P0) is None
+    average.update([demand(sample=None), demand(sample=0.0), demand(sample=math.nan), demand(sample=math.inf)])
+    assert average.get(P0) is None
+    average.update([demand(sample=0.5)])  # an entry holds at least one message
+    assert average.get(P0) == 1.0
+    average.update([demand(sample=11.0), demand(P1, sample=4.0)])
+    assert average.get(P0) == pytest.approx(2.0)  # 0.9 * 1 + 0.1 * 11
+    assert average.get(P1) == 4.0
+
+
+def test_smoothed_publish_rate_rises_at_once_and_falls_once_per_window() -> None:
+    rates = SmoothedPublishRates()
+    assert rates.rate(demand(msgs=100.0, bytes_=-5.0), 1, 1000.0) == (100.0, 0.0)
+    assert rates.rate(demand(msgs=0.0), 1, 1000.5) == (100.0, 0.0)  # same window: kept
+    assert rates.rate(demand(msgs=0.0), 1, 1001.0) == (90.0, 0.0)
+    assert rates.rate(demand(msgs=0.0), 1, 1001.9) == (90.0, 0.0)
+    assert rates.rate(demand(msgs=500.0), 1, 1001.9) == (500.0, 0.0)
+    assert rates.rate(demand(msgs=7.0), 5, 1001.9) == (7.0, 0.0)  # each period its own state
+
+
+def test_smoothed_publish_rate_total_counts_a_repeated_partition_once() -> None:
+    rates = SmoothedPublishRates()
+    total = rates.total([demand(P0, msgs=30.0), demand(P1, msgs=60.0, bytes_=5.0), demand(P0, msgs=30.0)], 1, 1000.0)
+    assert total == (90.0, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(20.0, "20"), (2.4999999, "2.5"), (2.5, "2.5"), (1 / 3, "0.3"), (math.inf, "unlimited")],
+)
+def test_number(value: float, text: str) -> None:
+    assert number(value) == text
+
+
+def test_human_bytes_and_listing() -> None:
+    assert human_bytes(500) == "500 B"
+    assert human_bytes(2048) == "2.0 KiB"
+    assert human_bytes(3 * 1024**3) == "3.0 GiB"
+    assert human_bytes(5 * 1024**4) == "5120.0 GiB"
+    assert listing(["a", "b"]) == "a, b"
+    assert listing([str(i) for i in range(10)], limit=3) == "0, 1, 2, and 7 more"
+
+
+def test_level_reports_group_by_label_in_level_order() -> None:
+    def bucket(level: str, label: str, charged: float) -> Bucket:
+        b = Bucket(BucketSpec(f"{label}:{charged}", level, label, 1, 100.0, math.inf), 1000, 0.0, 0.0)
+        b.charge(charged, 10 * charged)
+        return b
+
+    reports = level_reports(
+        [
+            bucket(SUBSCRIPTION_LEVEL, "subscription", 1),
+            bucket(TOPIC_LEVEL, "broker topic", 2),
+            bucket(TOPIC_LEVEL, "topic", 3),
+            bucket(TOPIC_LEVEL, "topic", 4),
+            bucket(SOURCE_LEVEL, SOURCE_LEVEL, 5),
+        ]
+    )
+    assert [(r.label, r.buckets, r.charged_msgs, r.charged_bytes) for r in reports] == [
+        (SOURCE_LEVEL, 1, 5.0, 50.0),
+        ("topic", 2, 7.0, 70.0),
+        ("broker topic", 1, 2.0, 20.0),
+        ("subscription", 1, 1.0, 10.0),
+    ]
+    assert reports[1].quota_msgs == 200.0
