@@ -22,6 +22,7 @@ setup(
         "pyarrow>=15",
         "pulsar-client>=3.5",
         "requests>=2.31",
+        "tenacity>=8.2",  # the retry policy (pulsar_throttled_source/retry.py)
     ],
     extras_require={
         "test": [
