@@ -24,7 +24,9 @@ from .layout import Backlog, PartitionLayout
 from .options import SourceOptions
 from .policies import BrokerPolicies
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
-from .read import ClientConfig, DataLossError, PartitionRange, read_range
+from .read import read_range
+from .read_errors import DataLossError
+from .read_task import ClientConfig, PartitionRange
 from .throttle import Admission, PartitionDemand, QuotaEngine, Rate
 from .topics import TopicName
 

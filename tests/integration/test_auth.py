@@ -35,7 +35,7 @@ from pulsar_throttled_source.admin_http import AdminError
 from pulsar_throttled_source.local_broker import LocalBroker, make_token
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
-from pulsar_throttled_source.read import PartitionRange
+from pulsar_throttled_source.read_task import PartitionRange
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 FAIL_BOUND_S = 60

@@ -15,6 +15,9 @@ import pytest
 
 from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.admin_http import AdminError, TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.entry_lookup import EntryLookup
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.topics import TopicName
 
 LOGGER = "pulsar_throttled_source.admin_http"
@@ -289,3 +292,23 @@ def test_read_task_lookups_wait_out_an_outage():
     with pytest.raises(AdminError, match="Gave up after retrying for 2 s"):
         PulsarAdmin(url, timeout_s=1, retry_timeout_s=2, known_good=True).entry_headers(topic, 1, 0)
     assert 2 <= time.monotonic() - started < 6
+
+
+def test_entry_lookup_of_a_read_task(stub_admin_api):
+    """A read task's lookups: a known-good URL with pollTimeoutMs as the budget, answers cached, and a
+    partition whose first planned entry and topic are both gone counts as deleted."""
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin_url=_url(stub_admin_api), admin_timeout_ms=2_000)
+    part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(3, 9), 10,
+                          config, ((3, 0, 10),))
+    lookup = EntryLookup(part)
+    try:
+        _Scripted.statuses = [503, (200, b"", None, {"X-Pulsar-Marker-Type": "1"})]  # retried: the URL is known good
+        meta = lookup((3, 4))
+        assert meta is not None and meta.marker
+        assert lookup((3, 4)) is meta and len(_Scripted.seen) == 2  # cached
+        _Scripted.statuses = [404, 404]  # the first planned entry, then the topic's internal stats
+        assert lookup.partition_gone()
+        assert [m for m, _ in _Scripted.seen[2:]] == ["HEAD", "GET"]
+        assert _Scripted.seen[3][1].endswith("/t-partition-0/internalStats")
+    finally:
+        lookup.close()

@@ -1,11 +1,16 @@
-"""The one retry policy (pulsar_throttled_source.retry) on a fake clock."""
+"""The one retry policy (pulsar_throttled_source.retry) on a fake clock, and reader opening with it."""
 
 from __future__ import annotations
 
+import logging
+import time
 
 import pulsar
 import pytest
 
+from pulsar_throttled_source import client_cache
+from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.retry import (GaveUp, Outage, admin_failure_retried, call_with_retries, client_error_transient,
                                            http_status_transient, ownership_moving)
 
@@ -118,3 +123,69 @@ def test_what_counts_as_transient():
     assert all(client_error_transient(e) for e in (pulsar.ConnectError("x"), pulsar.Timeout("x"), pulsar.LookupError("x"),
                                                    pulsar.ServiceUnitNotReady("x"), pulsar.NotConnected("x")))
     assert not client_error_transient(pulsar.AuthenticationError("x")) and not client_error_transient(ValueError())
+
+
+# -- opening a reader --------------------------------------------------------------------------
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature"
+
+
+class FakeClient:
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = errors
+        self.opened: list[tuple] = []
+
+    def create_reader(self, topic: str, start: object, **kwargs: object) -> str:
+        self.opened.append((topic, start, kwargs))
+        if self.errors:
+            raise self.errors.pop(0)
+        return "reader"
+
+
+@pytest.fixture
+def fake_client(monkeypatch):
+    client = FakeClient([])
+    dropped: list[ClientConfig] = []
+    monkeypatch.setattr(client_cache, "client_for", lambda config: client)
+    monkeypatch.setattr(client_cache, "drop_client", dropped.append)
+    return client, dropped
+
+
+def _part(poll_timeout_ms: int) -> PartitionRange:
+    config = ClientConfig("pulsar://broker:6650", (), (("reader_name", "r"),), TOKEN, poll_timeout_ms, 100)
+    return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
+
+
+def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_client, caplog):
+    client, dropped = fake_client
+    client.errors = [pulsar.ConnectError("connection refused"), pulsar.ServiceUnitNotReady("not ready")]
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.client_cache")
+    part = _part(10_000)
+    assert client_cache.open_reader(part, "earliest") == "reader"
+    assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client
+    assert client.opened[0][2] == {"receiver_queue_size": client_cache.DEFAULT_RECEIVER_QUEUE, "reader_name": "r"}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert "(ConnectError); retry 1 in 0.5 s (waiting up to pollTimeoutMs=10000 ms)" in warnings[0]
+    assert "retry 2 in 1.0 s" in warnings[1]
+
+
+def test_opening_a_reader_gives_up_after_poll_timeout(fake_client):
+    client, dropped = fake_client
+    client.errors = [pulsar.ConnectError(f"connection refused, token {TOKEN}") for _ in range(20)]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as error:
+        client_cache.open_reader(_part(1_200), "earliest")
+    assert 1.2 <= time.monotonic() - started < 3
+    message = str(error.value)
+    assert message.startswith("Cannot open a reader on persistent://public/default/t-partition-0 at pulsar://broker:6650")
+    assert "Check option 'service.url'" in message and "Gave up after retrying for 1200 ms (option 'pollTimeoutMs')" in message
+    assert TOKEN not in message and "***" in message
+    assert len(dropped) == len(client.opened) >= 2
+
+
+def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
+    client, dropped = fake_client
+    client.errors = [pulsar.AuthenticationError(f"bad token {TOKEN}")]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authParams'\.$"):
+        client_cache.open_reader(_part(30_000), "earliest")
+    assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
