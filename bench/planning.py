@@ -26,19 +26,22 @@ from pathlib import Path
 import pulsar
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.admission import UNLIMITED_ROWS
 from pulsar_throttled_source.stream import PulsarStreamReader
 from pulsar_throttled_source.topics import TopicName
 
+# Topic management (creating the benchmark's topics) is test support code, not part of the source.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from topic_admin import TopicAdmin  # noqa: E402
+
 PARTITION_COUNTS = (1, 16, 64)
 ENTRIES_PER_LEDGER = 50
 ENTRIES_PER_PARTITION = 120  # 3 ledgers per partition: planning walks ledger lists
 
 
-def make_topic(admin: PulsarAdmin, client: pulsar.Client, partitions: int) -> str:
+def make_topic(admin: TopicAdmin, client: pulsar.Client, partitions: int) -> str:
     topic = TopicName.parse(f"bench-planning-{partitions}p-{time.time_ns()}")
     admin.create_partitioned_topic(topic, partitions)
     counter = iter(range(1 << 62))
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
     config = {"transactionCoordinatorEnabled": "true"} if args.transactions else {}
     with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER, broker_config=config) as broker:
-        admin = PulsarAdmin(broker.admin_url)
+        admin = TopicAdmin(broker.admin_url)
         client = pulsar.Client(broker.service_url, logger=_quiet())
         try:
             topics = {n: make_topic(admin, client, n) for n in PARTITION_COUNTS}

@@ -44,9 +44,12 @@ from pathlib import Path
 
 import pulsar
 
-from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.topics import TopicName
+
+# Topic management (creating the benchmark's topics) is test support code, not part of the source.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from topic_admin import TopicAdmin  # noqa: E402
 
 PARTITIONS = 2
 MSGS_PER_ENTRY = 10
@@ -231,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     quiet = logging.getLogger("bench-pulsar-client")
     quiet.setLevel(logging.WARNING)
     with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=2000) as broker:
-        admin = PulsarAdmin(broker.admin_url)
+        admin = TopicAdmin(broker.admin_url)
         topic = TopicName.parse(f"bench-soak-{time.time_ns()}")
         admin.create_partitioned_topic(topic, PARTITIONS)
         client = pulsar.Client(broker.service_url, logger=quiet)

@@ -15,12 +15,16 @@ import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import pulsar
 
-from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.topics import TopicName
+
+# Topic management (creating the benchmark's topics) is test support code, not part of the source.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from topic_admin import TopicAdmin  # noqa: E402
 
 
 def quiet_logger() -> logging.Logger:
@@ -122,7 +126,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
     with LocalBroker() as broker:
-        admin = PulsarAdmin(broker.admin_url)
+        admin = TopicAdmin(broker.admin_url)
         topic = TopicName.parse(f"bench-throughput-{int(time.time())}")
         admin.create_partitioned_topic(topic, args.partitions)
         t0 = time.perf_counter()

@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .admin import PulsarAdmin, TopicNotFound, TransactionsDisabled
+from .admin import PulsarAdmin
+from .admin_http import TopicNotFound, TransactionsDisabled
 from .layout import PartitionLayout
 from .positions import EntryPosition
 from .topics import TopicName, partition_sort_key

@@ -12,7 +12,7 @@ import logging
 from .catalog import CatalogSnapshot
 from .layout import PartitionLayout
 from .positions import EntryPosition
-from .read import DataLossError
+from .read_errors import DataLossError
 from .topics import TopicName
 
 log = logging.getLogger(__name__)

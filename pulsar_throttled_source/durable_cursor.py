@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from .admin import AdminError, PulsarAdmin
+from .admin import PulsarAdmin
+from .admin_http import AdminError
 from .positions import BEFORE_EARLIEST, EntryPosition
 from .topics import TopicName
 

@@ -30,7 +30,8 @@ from .policies import BrokerPolicies
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
 from .progress import backlog_report
 from .publish_rates import PublishRateTracker
-from .read import ClientConfig, PartitionRange, read_range
+from .read import read_range
+from .read_task import ClientConfig, PartitionRange
 from .start_positions import resolve_start
 from .task_ranges import task_ranges
 from .throttling.engine import QuotaEngine

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from .catalog import CatalogSnapshot
 from .layout import PartitionLayout
 from .positions import BEFORE_EARLIEST, EntryPosition
-from .read import ClientConfig, PartitionRange
+from .read_task import ClientConfig, PartitionRange
 from .topics import TopicName
 
 # (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range

@@ -31,9 +31,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
 
 @pytest.fixture(scope="session")
 def admin(broker: LocalBroker):
-    from pulsar_throttled_source.admin import PulsarAdmin
+    from topic_admin import TopicAdmin
 
-    a = PulsarAdmin(broker.admin_url)
+    a = TopicAdmin(broker.admin_url)
     yield a
     a.close()
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import pulsar
 import requests
+from topic_admin import TopicAdmin
 
-from pulsar_throttled_source.admin import PulsarAdmin
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
@@ -23,7 +23,7 @@ class Sent:
     position: tuple[int, int, int]  # ledger, entry, batch index
 
 
-def create_topic(admin: PulsarAdmin, name: str, partitions: int) -> str:
+def create_topic(admin: TopicAdmin, name: str, partitions: int) -> str:
     topic = TopicName.parse(name)
     if partitions > 0:
         admin.create_partitioned_topic(topic, partitions)
@@ -77,13 +77,13 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, pr
     return sent
 
 
-def create_namespace(admin: PulsarAdmin, namespace: str) -> str:
+def create_namespace(admin: TopicAdmin, namespace: str) -> str:
     """A namespace of its own, so that unloading its bundles disturbs no other test's topics."""
     requests.put(f"{admin.base}/admin/v2/namespaces/{namespace}", timeout=30).raise_for_status()
     return namespace
 
 
-def unload_bundles(admin: PulsarAdmin, namespace: str) -> int:
+def unload_bundles(admin: TopicAdmin, namespace: str) -> int:
     """Unload every bundle of `namespace` (what load shedding does): its topics move to a new owner."""
     bundles = requests.get(f"{admin.base}/admin/v2/namespaces/{namespace}/bundles", timeout=30)
     bundles.raise_for_status()
@@ -93,12 +93,12 @@ def unload_bundles(admin: PulsarAdmin, namespace: str) -> int:
     return len(bounds) - 1
 
 
-def trim_everything(admin: PulsarAdmin, topic: str) -> None:
+def trim_everything(admin: TopicAdmin, topic: str) -> None:
     """Retention 0, then unload and trim until the broker deleted every closed ledger of `topic`."""
     trim_until(admin, topic, lambda layout: layout.total_entries == 0 or layout.first.ledger_id > 0 and layout.ledgers[0].entries < 50)
 
 
-def trim_until(admin: PulsarAdmin, topic: str, done) -> PartitionLayout:
+def trim_until(admin: TopicAdmin, topic: str, done) -> PartitionLayout:
     """Retention 0, then unload (closing the current ledger) and trim until `done(layout)` holds."""
     name = TopicName.parse(topic)
     admin.set_retention(name, 0, 0)

@@ -27,13 +27,15 @@ import pulsar
 import pytest
 from helpers import create_topic, produce
 from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
+from topic_admin import TopicAdmin
 
 from pulsar_throttled_source import local_broker
-from pulsar_throttled_source.admin import AdminError, PulsarAdmin
+from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.admin_http import AdminError
 from pulsar_throttled_source.local_broker import LocalBroker, make_token
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
-from pulsar_throttled_source.read import PartitionRange
+from pulsar_throttled_source.read_task import PartitionRange
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 FAIL_BOUND_S = 60
@@ -74,7 +76,7 @@ def token_file(tmp_path_factory, token) -> Path:
 
 @pytest.fixture(scope="module")
 def auth_topic(auth_broker, token):
-    admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=token)
+    admin = TopicAdmin(auth_broker.admin_url, 10, auth_token=token)
     client = pulsar.Client(auth_broker.service_url, authentication=pulsar.AuthenticationToken(token), logger=_quiet_logger())
     try:
         topic = create_topic(admin, f"auth-{int(time.time() * 1000)}", 2)

@@ -15,21 +15,18 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pulsar
 import pytest
 from helpers import create_namespace, create_topic, produce, unload_bundles, wait_until
 from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting, wait_caught_up
+from topic_admin import TopicAdmin
 
-from pulsar_throttled_source.admin import AdminError, PulsarAdmin
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.topics import TopicName
@@ -49,7 +46,7 @@ def fault_broker(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module")
 def fault_admin(fault_broker):
-    a = PulsarAdmin(fault_broker.admin_url)
+    a = TopicAdmin(fault_broker.admin_url)
     yield a
     a.close()
 
@@ -74,154 +71,7 @@ def assert_exactly_once(rows, sent) -> None:
 
 
 # ---------------------------------------------------------------------------------------
-# Admin retries: only after a first answer, with backoff, within a budget (stub HTTP server)
-
-
-class _Scripted(BaseHTTPRequestHandler):
-    statuses: list[int | tuple[int, bytes] | tuple[int, bytes, str]] = []  # served in order; 200 [] once used up
-    seen_auth: list[str | None] = []  # the Authorization header of every request, in order
-
-    def do_GET(self) -> None:  # noqa: N802
-        type(self).seen_auth.append(self.headers.get("Authorization"))
-        step = type(self).statuses.pop(0) if type(self).statuses else 200
-        status, body = step[:2] if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
-        self.send_response(status)
-        if isinstance(step, tuple) and len(step) == 3:
-            self.send_header("Location", step[2])  # a redirect to the topic's owner broker
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    do_PUT = do_GET  # noqa: N815
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def stub_admin_api():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    _Scripted.statuses = []
-    _Scripted.seen_auth = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
-    url = f"http://127.0.0.1:{stub_admin_api.server_address[1]}"
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.admin")
-
-    # Never answered: a wrong admin.url fails at once, retries or not.
-    started = time.monotonic()
-    with pytest.raises(AdminError, match="Cannot reach the Pulsar admin API"):
-        PulsarAdmin(f"http://127.0.0.1:{_closed_port()}", timeout_s=2, retry_timeout_s=30).list_topics("public/default")
-    _Scripted.statuses = [503]
-    with pytest.raises(AdminError, match="HTTP 503"):
-        PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
-    assert time.monotonic() - started < 5
-    assert not [r for r in caplog.records if r.name == "pulsar_throttled_source.admin"]
-
-    # Answered once: 5xx is retried with exponential backoff and logged at WARNING.
-    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
-    assert admin.list_topics("public/default") == []
-    _Scripted.statuses = [503, 500, 502]
-    assert admin.list_topics("public/default") == []
-    warnings = [r.getMessage() for r in caplog.records if r.name == "pulsar_throttled_source.admin" and r.levelno == logging.WARNING]
-    assert [w.split(" (")[0] for w in warnings[:3]] == [
-        "admin API unavailable, retry 1 in 0.5 s", "admin API unavailable, retry 2 in 1.0 s", "admin API unavailable, retry 3 in 2.0 s"]
-    assert "HTTP 503" in warnings[0] and url in warnings[0] and "adminRetryTimeoutMs" in warnings[0]
-    assert "answers again" in warnings[-1]
-
-    # A stopping broker answers some lookups with 200 and a stack trace: retried, never taken as data.
-    caplog.clear()
-    _Scripted.statuses = [(200, b'{"stackTrace": [], "message": "shutting down"}')]
-    assert admin.list_topics("public/default") == []
-    assert "incomplete answer" in caplog.records[0].getMessage()
-
-    # Management calls (not lookups) are never retried.
-    _Scripted.statuses = [503]
-    with pytest.raises(AdminError, match="HTTP 503"):
-        admin._call("PUT", "persistent/public/default/x", "creating x")
-
-    # The budget bounds one outage, across calls: then the error says so.
-    admin_budget = PulsarAdmin(url, timeout_s=1, retry_timeout_s=1.2)
-    assert admin_budget.list_topics("public/default") == []
-    _Scripted.statuses = [503] * 20
-    started = time.monotonic()
-    with pytest.raises(AdminError, match="Gave up after retrying for 1 s .*adminRetryTimeoutMs"):
-        admin_budget.list_topics("public/default")
-    assert 1.0 <= time.monotonic() - started < 4
-
-
-OWNER_MOVING = [(412, b'{"reason":"Can\'t find owner for topic persistent://public/default/t-partition-0"}'),
-                (503, b'{"reason":"Namespace bundle public/default/0x00000000_0x40000000 is being unloaded"}'),
-                (412, b'{"reason":"Namespace is being unloaded, cannot add topic"}')]
-
-
-def test_admin_rides_through_topic_ownership_moves(stub_admin_api, caplog):
-    """What brokers answer while a topic's ownership moves is retried, even on a client's first request
-    (the answer proves the URL is a Pulsar broker); any other 4xx still fails at once."""
-    url = f"http://127.0.0.1:{stub_admin_api.server_address[1]}"
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.admin")
-    _Scripted.statuses = list(OWNER_MOVING)
-    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
-    assert admin.list_topics("public/default") == []
-    warnings = [r.getMessage() for r in caplog.records if r.name == "pulsar_throttled_source.admin"]
-    assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
-
-    _Scripted.statuses = [(412, b'{"reason":"Partitioned topic does not have any partitions"}')]
-    started = time.monotonic()
-    with pytest.raises(AdminError, match="HTTP 412 .*does not have any partitions"):
-        PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
-    assert time.monotonic() - started < 1
-
-    # Without a retry budget (adminRetryTimeoutMs=0) an ownership move fails clearly, naming the reason.
-    _Scripted.statuses = [OWNER_MOVING[0]]
-    with pytest.raises(AdminError, match="Can't find owner"):
-        PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
-
-
-def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
-    """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and
-    port: the request is followed and the token goes with it (requests drops it by default)."""
-    owner = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
-    thread = threading.Thread(target=owner.serve_forever, daemon=True)
-    thread.start()
-    try:
-        owner_url = f"http://127.0.0.1:{owner.server_address[1]}/admin/v2/persistent/public/default"
-        _Scripted.statuses = [(307, b"", owner_url), 200]
-        admin = PulsarAdmin(f"http://127.0.0.1:{stub_admin_api.server_address[1]}", timeout_s=2, auth_token="tok3n")
-        assert admin.list_topics("public/default") == []
-        assert _Scripted.seen_auth == ["Bearer tok3n", "Bearer tok3n"]
-    finally:
-        owner.shutdown()
-        owner.server_close()
-
-
-def test_read_task_lookups_wait_out_an_outage():
-    """Read tasks look entries up on an admin URL the driver already planned with: a connection failure
-    there is an outage (a broker restart), retried for pollTimeoutMs, never taken as a wrong URL."""
-    url = f"http://127.0.0.1:{_closed_port()}"
-    topic = TopicName.parse("t")
-    started = time.monotonic()
-    with pytest.raises(AdminError, match="Cannot reach"):
-        PulsarAdmin(url, timeout_s=1, retry_timeout_s=30).entry_headers(topic, 1, 0)
-    assert time.monotonic() - started < 1
-    started = time.monotonic()
-    with pytest.raises(AdminError, match="Gave up after retrying for 2 s"):
-        PulsarAdmin(url, timeout_s=1, retry_timeout_s=2, known_good=True).entry_headers(topic, 1, 0)
-    assert 2 <= time.monotonic() - started < 6
+# Admin retries: the option (the retries themselves: tests/unit/test_admin_http.py)
 
 
 def test_admin_retry_option():

@@ -14,7 +14,7 @@ from pulsar_throttled_source.catalog import CatalogSnapshot
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.read import DataLossError
+from pulsar_throttled_source.read_errors import DataLossError
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 TOPIC = "persistent://public/default/orders"

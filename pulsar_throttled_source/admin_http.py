@@ -1,0 +1,161 @@
+"""HTTP plumbing for the Pulsar admin REST API: session, credentials, TLS, owner redirects, error
+mapping and retries (the policy is in `retry`). The lookups themselves are in `admin`.
+
+Every call has a bounded timeout and turns failures into errors that name the URL and what was
+being done. Authentication headers are kept out of every message, log line and repr.
+
+Once the API has answered at least once, a lookup (GET, HEAD) that fails with a connection error,
+a timeout or an HTTP 5xx is retried for up to `retry_timeout_s` after the first failure of the
+outage (a broker restart); a wrong `admin.url` still fails at the first request.
+
+A topic whose ownership moves between brokers (bundle unload, load shedding, rolling restart) is
+answered with 307 to the new owner (followed, credentials kept) or 412/503 with a reason such as
+"Can't find owner" or "is being unloaded": such answers come from a broker, so they are retried
+within the same budget from the very first request.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+from urllib.parse import urlparse
+
+import requests
+
+from .retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
+
+log = logging.getLogger(__name__)
+
+
+class AdminError(RuntimeError):
+    """The admin API could not answer; the message says what was asked and why it failed."""
+
+
+class TopicNotFound(AdminError):
+    pass
+
+
+class TransactionsDisabled(AdminError):
+    """The broker runs without a transaction coordinator: no topic of it holds transactions."""
+
+
+TRANSACTIONS_DISABLED = re.compile(r"transactionCoordinatorEnabled", re.IGNORECASE)
+
+
+class _Transient(AdminError):
+    """A failure that may go away (connection, timeout, 5xx, ownership move)."""
+
+    def __init__(self, message: str, reason: str, from_broker: bool = False) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
+
+
+class _OwnerRedirectSession(requests.Session):
+    """A session that keeps credentials when a broker redirects a lookup (307) to the broker that
+    owns the topic: requests drops them on any host or port change, and the owner then answers
+    401. They are still dropped on a downgrade from https to http."""
+
+    def should_strip_auth(self, old_url: str, new_url: str) -> bool:
+        return urlparse(old_url).scheme == "https" and urlparse(new_url).scheme != "https"
+
+
+class AdminHttp:
+    """One admin API endpoint: `call` sends a request and answers its JSON body."""
+
+    def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
+                 tls_verify: bool | str = True, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:
+        self.base = admin_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.retry_timeout_s = retry_timeout_s  # 0: no retries
+        # Retries start only after the API has answered once, unless the URL is known good (read
+        # tasks: the driver planned with it, so a failure there is an outage, not a wrong URL).
+        self._answered = known_good
+        self._outage = Outage(retry_timeout_s)  # one budget for all calls made during one outage
+        self._session = _OwnerRedirectSession()
+        self._session.verify = tls_verify
+        if auth_token:
+            self._session.headers["Authorization"] = f"Bearer {auth_token}"
+        self.requests_made = 0  # visible to benchmarks: idle polls must not add to it
+
+    def __repr__(self) -> str:  # never show headers (tokens)
+        return f"{type(self).__name__}({self.base!r})"
+
+    def close(self) -> None:
+        self._session.close()
+
+    def call(self, method: str, path: str, what: str, *, json: Any = None, params: dict | None = None,
+             not_found: str | None = None, expect: str | type | None = None, api: str = "v2") -> Any:
+        """Send `method` to /admin/{api}/{path} and answer the JSON body (HEAD: the response headers).
+        `what` says what is being done, for messages. `not_found`: raise TopicNotFound with this
+        message on 404. `expect`: a key the JSON object must have, or the type of the JSON value. A
+        broker that is stopping or starting answers some requests with 200 and an error object (a
+        stack trace) instead: such an answer counts as a transient failure, never as "no partitions"."""
+
+        def retried(error: BaseException) -> bool:
+            return isinstance(error, _Transient) and admin_failure_retried(method, self.retry_timeout_s, self._answered,
+                                                                           error.from_broker)
+
+        def log_retry(error: BaseException, attempt: int, delay: float) -> None:
+            reason = error.reason if isinstance(error, _Transient) else type(error).__name__
+            log.warning("admin API unavailable, retry %d in %.1f s (%s from %s while %s; retrying for up to %.0f s, "
+                        "option adminRetryTimeoutMs)", attempt, delay, reason, self.base, what, self.retry_timeout_s)
+
+        try:
+            result = call_with_retries(lambda: self._call_once(method, path, what, json=json, params=params, not_found=not_found,
+                                                               expect=expect, api=api), self._outage, retried, log_retry)
+        except GaveUp as e:
+            raise AdminError(f"{e.last} Gave up after retrying for {self.retry_timeout_s:.0f} s (option 'adminRetryTimeoutMs').") from None
+        except _Transient as e:  # not retried: never answered before, no budget, or not a lookup
+            raise AdminError(str(e)) from None
+        except AdminError:
+            self._answered = True  # it answered (e.g. 404): the API is there
+            self._outage.ended()
+            raise
+        lasted = self._outage.ended()
+        if lasted is not None:
+            log.warning("admin API at %s answers again after %.1f s", self.base, lasted)
+        self._answered = True
+        return result
+
+    def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
+                   expect: str | type | None, api: str) -> Any:
+        url = f"{self.base}/admin/{api}/{path}"
+        self.requests_made += 1
+        try:
+            resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
+        except requests.exceptions.Timeout:
+            raise _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.",
+                             f"no answer within {self.timeout_s:.0f} s") from None
+        except requests.exceptions.RequestException as e:
+            reason = type(e).__name__
+            raise _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).", reason) from None
+        if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
+            raise TransactionsDisabled(f"The broker at {self.base} runs without transactions (transactionCoordinatorEnabled=false).")
+        if http_status_transient(resp.status_code, method, resp.text):
+            moving = ownership_moving(resp.status_code, method, resp.text)
+            detail = resp.text.strip()[:300]
+            raise _Transient(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}",
+                             f"HTTP {resp.status_code}" + (" (topic ownership moving)" if moving else ""), from_broker=moving)
+        if resp.status_code == 404 and not_found is not None:
+            raise TopicNotFound(not_found)
+        if resp.status_code in (401, 403):
+            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP {resp.status_code}); set credentials with 'pulsar.admin.authParams' or 'pulsar.client.authParams'.")
+        if resp.status_code >= 400:
+            detail = resp.text.strip()[:300]
+            raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
+        if method == "HEAD":
+            return dict(resp.headers)
+        if not resp.content and expect is None:
+            return None
+        try:
+            body = resp.json() if resp.content else None
+        except ValueError:
+            raise AdminError(f"The Pulsar admin API at {self.base} returned non-JSON while {what}; is 'admin.url' the broker's HTTP admin address?") from None
+        # "stackTrace": a Java exception serialized as a 200 answer (seen while the broker stops).
+        if (isinstance(body, dict) and "stackTrace" in body) or expect is not None and not (
+                isinstance(body, expect) if isinstance(expect, type) else isinstance(body, dict) and expect in body):
+            raise _Transient(f"The Pulsar admin API at {self.base} gave an incomplete answer while {what}: {resp.text.strip()[:200]}",
+                             "incomplete answer")
+        return body

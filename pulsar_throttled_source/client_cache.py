@@ -1,0 +1,94 @@
+"""Executor side: one `pulsar.Client` per worker process, shared by its read tasks (Spark reuses
+workers, and a client costs a connection handshake and threads), and opening readers on it.
+
+A client that failed (the broker restarted, a connection broke) is dropped, so the next attempt
+or Spark's retry of the task starts from a fresh one.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from .read_task import ClientConfig, PartitionRange
+from .retry import GaveUp, Outage, call_with_retries, client_error_transient
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while Python converts rows
+_clients: dict[tuple[Any, ...], Any] = {}
+_clients_lock = threading.Lock()
+
+
+def client_for(config: ClientConfig) -> Any:
+    """The worker process's shared pulsar.Client for this configuration."""
+    import pulsar
+
+    key = config.cache_key()
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None:
+            kwargs = dict(config.client_kwargs)
+            if config.auth_token:
+                kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
+            kwargs.setdefault("logger", _quiet_logger())
+            client = pulsar.Client(config.service_url, **kwargs)
+            _clients[key] = client
+        return client
+
+
+def _quiet_logger() -> logging.Logger:
+    """The C++ client logs every reader creation at INFO to stdout; keep task logs readable."""
+    logger = logging.getLogger("pulsar_throttled_source.pulsar_client")
+    logger.setLevel(logging.WARNING)
+    return logger
+
+
+def drop_client(config: ClientConfig) -> None:
+    """Forget a client that failed (e.g. broker restarted) so the next task makes a new one."""
+    with _clients_lock:
+        client = _clients.pop(config.cache_key(), None)
+    if client is not None:
+        try:
+            client.close()
+        except Exception:  # closing a broken client may fail; nothing else to do
+            pass
+
+
+def open_reader(part: PartitionRange, start_id: Any) -> Any:
+    """Open a reader on the task's partition at `start_id`. While the broker is unreachable (e.g.
+    restarting) retry on a fresh client for up to pollTimeoutMs (the policy in `retry`), so a task
+    planned just before a broker restart waits for it instead of failing."""
+    import pulsar
+
+    cfg = part.config
+    kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
+    if cfg.private_key_path:
+        kwargs["crypto_key_reader"] = pulsar.CryptoKeyReader(cfg.public_key_path or "", cfg.private_key_path)
+    if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too
+        kwargs["crypto_failure_action"] = getattr(pulsar.ConsumerCryptoFailureAction, cfg.crypto_failure_action.upper())
+
+    def attempt() -> Any:
+        try:
+            return client_for(cfg).create_reader(part.partition, start_id, **kwargs)
+        except Exception:
+            drop_client(cfg)  # the next attempt, or Spark's retry of this task, starts from a fresh client
+            raise
+
+    def log_retry(error: BaseException, attempt: int, delay: float) -> None:
+        log.warning("Cannot open a reader on %s at %s (%s); retry %d in %.1f s (waiting up to pollTimeoutMs=%d ms)",
+                    part.partition, cfg.service_url, type(error).__name__, attempt, delay, cfg.poll_timeout_ms)
+
+    gave_up = ""
+    try:
+        return call_with_retries(attempt, Outage(cfg.poll_timeout_ms / 1000.0, from_now=True), client_error_transient, log_retry)
+    except GaveUp as e:
+        error: BaseException = e.last
+        gave_up = f" Gave up after retrying for {cfg.poll_timeout_ms} ms (option 'pollTimeoutMs')."
+    except Exception as e:
+        error = e
+    detail = str(error).replace(cfg.auth_token, "***") if cfg.auth_token else str(error)  # never echo a token
+    raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {detail}. Check option 'service.url' "
+                       "(the broker's pulsar://host:port) and, if the broker requires authentication, "
+                       f"'pulsar.client.authParams'.{gave_up}") from None

@@ -1,0 +1,54 @@
+"""Executor side: entry metadata from the admin API, for the few entries a reader does not see as
+messages (chunks, transaction markers, aborted or deleted entries; on a plain topic: none)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .range_entries import EntryMetadata, Position
+from .read_task import PartitionRange
+from .topics import TopicName
+
+if TYPE_CHECKING:
+    from .admin import PulsarAdmin
+
+
+class EntryLookup:
+    """`lookup(position) -> EntryMetadata | None` (None: no longer stored) for one read task's
+    partition, answers cached. One admin session per read task, opened on first use."""
+
+    def __init__(self, part: PartitionRange) -> None:
+        self._part = part
+        self._admin: PulsarAdmin | None = None
+        self._cache: dict[Position, EntryMetadata | None] = {}
+
+    def __call__(self, position: Position) -> EntryMetadata | None:
+        if position not in self._cache:
+            headers = self._api().entry_headers(self._topic(), *position)
+            self._cache[position] = None if headers is None else EntryMetadata.from_headers(headers)
+        return self._cache[position]
+
+    def close(self) -> None:
+        if self._admin is not None:
+            self._admin.close()
+
+    def partition_gone(self) -> bool:
+        """Whether the partition was deleted after planning: its first planned entry is not stored
+        (one HEAD, which also warms the broker's cache for the read), and neither is the topic."""
+        assert self._part.runs
+        ledger, first, _ = self._part.runs[0]
+        return self((ledger, first)) is None and not self._api().topic_is_stored(self._topic())
+
+    def _topic(self) -> TopicName:
+        return TopicName.parse(self._part.partition)
+
+    def _api(self) -> PulsarAdmin:
+        if self._admin is None:
+            from .admin import PulsarAdmin  # only tasks that meet such an entry need requests loaded
+
+            cfg = self._part.config
+            # Lookups ride through a broker restart for as long as a read would wait (pollTimeoutMs), on
+            # a URL the driver planned with (known good: a failure there is an outage, not a wrong URL).
+            self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
+                                      retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
+        return self._admin

@@ -1,0 +1,70 @@
+"""Executor side: what a read task reports. Its errors (a read that timed out, planned entries
+deleted before the read, an encrypted topic without its key, a transaction that changed under
+the plan) and the warnings for what it read past (lost entries under failOnDataLoss=false,
+incomplete chunked messages)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from .range_entries import EncryptedEntryError, OpenTransactionError, Position
+from .read_task import PartitionRange
+
+log = logging.getLogger(__name__)
+
+
+class ReadTimeout(RuntimeError):
+    pass
+
+
+class DataLossError(RuntimeError):
+    pass
+
+
+def report_missing(part: PartitionRange, missing: list[Position],
+                   why: str = "deleted after planning: retention, truncation or a deleted topic") -> None:
+    """Planned entries deleted between planning and reading follow failOnDataLoss, as in planning."""
+    if not missing:
+        return
+    lost = f"{len(missing)} planned entries of {part.partition} ({_span(missing)}) are no longer stored"
+    if part.config.fail_on_data_loss:
+        raise DataLossError(f"Data loss: {lost} ({why}). Set failOnDataLoss=false to continue without them.")
+    log.warning("Data loss: %s; continuing without them because failOnDataLoss=false.", lost)
+
+
+def _span(positions: list[Position]) -> str:
+    first, last = positions[0], positions[-1]
+    return f"{first[0]}:{first[1]}" if first == last else f"{first[0]}:{first[1]} .. {last[0]}:{last[1]}"
+
+
+def gave_up_waiting(part: PartitionRange, owed: dict[Position, str], since: float) -> bool:
+    """After incompleteChunkWaitMs, skip chunked messages whose last chunks never came."""
+    if time.monotonic() - since < part.config.incomplete_chunk_wait_ms / 1000.0:
+        return False
+    for (ledger, entry), uuid in owed.items():
+        log.warning("Skipping an incomplete chunked message of %s: it starts at entry %d:%d (producer uuid %s) but its "
+                    "remaining chunks did not arrive within incompleteChunkWaitMs=%d ms; its producer most likely died "
+                    "while sending it.", part.partition, ledger, entry, uuid, part.config.incomplete_chunk_wait_ms)
+    return True
+
+
+def read_timeout(part: PartitionRange, last: Position) -> ReadTimeout:
+    return ReadTimeout(
+        f"Reading {part.partition}: the broker reports messages to dispatch, but none arrived within "
+        f"pollTimeoutMs={part.config.poll_timeout_ms} ms after entry {last[0]}:{last[1]} (the planned range ends at "
+        f"{part.end}). Likely causes: a broker-side dispatch-rate limit far below this range's size, an overloaded "
+        "broker or bookie, or an encrypted topic read without its key. Raise 'pollTimeoutMs', check the topic's "
+        "dispatch rate and the broker's health.")
+
+
+def encrypted_without_key(part: PartitionRange, error: EncryptedEntryError) -> RuntimeError:
+    return RuntimeError(f"Topic {part.partition} is end-to-end encrypted: {error} and no key was given. Set option "
+                        "'encryption.privateKeyPath' to the PEM private key (readable on every executor), or "
+                        "cryptoFailureAction=discard to skip what cannot be decrypted.")
+
+
+def transaction_changed(part: PartitionRange, error: OpenTransactionError) -> RuntimeError:
+    return RuntimeError(f"Reading {part.partition}: {error}, but the planned range ({part.start}, {part.end}] includes it. "
+                        "Planning holds ranges back at the transaction buffer's max read position, so the topic's "
+                        "transaction state changed under it; Spark retries the batch.")

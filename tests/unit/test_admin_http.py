@@ -1,0 +1,314 @@
+"""The admin API's HTTP layer against a scripted stub server: retries only after a first answer (or
+for a broker's own "topic is moving" answers, or on a URL known good), with backoff, within one
+budget per outage; error mapping; owner redirects with credentials; no secret in logs or errors."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.admin_http import AdminError, TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.entry_lookup import EntryLookup
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
+from pulsar_throttled_source.topics import TopicName
+
+LOGGER = "pulsar_throttled_source.admin_http"
+# A step: a status, (status, body), (status, body, Location) or (status, body, Location or None, headers).
+Step = int | tuple
+
+
+class _Scripted(BaseHTTPRequestHandler):
+    statuses: list[Step] = []  # served in order; 200 [] once used up
+    seen_auth: list[str | None] = []  # the Authorization header of every request, in order
+    seen: list[tuple[str, str]] = []  # (method, path) of every request, in order
+    delay_s = 0.0  # how long to wait before answering (a broker that does not answer in time)
+
+    def _answer(self, with_body: bool) -> None:
+        type(self).seen_auth.append(self.headers.get("Authorization"))
+        type(self).seen.append((self.command, self.path))
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        time.sleep(type(self).delay_s)
+        step = type(self).statuses.pop(0) if type(self).statuses else 200
+        status, body = step[:2] if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
+        self.send_response(status)
+        if isinstance(step, tuple) and len(step) >= 3 and step[2]:
+            self.send_header("Location", step[2])  # a redirect to the topic's owner broker
+        for name, value in (step[3] if isinstance(step, tuple) and len(step) == 4 else {}).items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if with_body:
+            self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._answer(with_body=True)
+
+    do_PUT = do_POST = do_DELETE = do_GET  # noqa: N815
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        self._answer(with_body=False)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _serve() -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def stub_admin_api() -> Iterator[ThreadingHTTPServer]:
+    _Scripted.statuses, _Scripted.seen_auth, _Scripted.seen, _Scripted.delay_s = [], [], [], 0.0
+    server = _serve()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _url(server: ThreadingHTTPServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == LOGGER and r.levelno == logging.WARNING]
+
+
+def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
+    url = _url(stub_admin_api)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+
+    # Never answered: a wrong admin.url fails at once, retries or not.
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Cannot reach the Pulsar admin API"):
+        PulsarAdmin(f"http://127.0.0.1:{_closed_port()}", timeout_s=2, retry_timeout_s=30).list_topics("public/default")
+    _Scripted.statuses = [503]
+    with pytest.raises(AdminError, match="HTTP 503"):
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
+    assert time.monotonic() - started < 5
+    assert not [r for r in caplog.records if r.name == LOGGER]
+
+    # Answered once: 5xx is retried with exponential backoff and logged at WARNING.
+    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
+    assert admin.list_topics("public/default") == []
+    _Scripted.statuses = [503, 500, 502]
+    assert admin.list_topics("public/default") == []
+    warnings = _warnings(caplog)
+    assert [w.split(" (")[0] for w in warnings[:3]] == [
+        "admin API unavailable, retry 1 in 0.5 s", "admin API unavailable, retry 2 in 1.0 s", "admin API unavailable, retry 3 in 2.0 s"]
+    assert "HTTP 503" in warnings[0] and url in warnings[0] and "adminRetryTimeoutMs" in warnings[0]
+    assert "listing the topics of namespace public/default" in warnings[0]
+    assert "answers again" in warnings[-1]
+    assert admin.requests_made == 5  # every retry is a request
+
+    # A stopping broker answers some lookups with 200 and a stack trace: retried, never taken as data.
+    caplog.clear()
+    _Scripted.statuses = [(200, b'{"stackTrace": [], "message": "shutting down"}')]
+    assert admin.list_topics("public/default") == []
+    assert "incomplete answer" in caplog.records[0].getMessage()
+
+    # Management calls (not lookups) are never retried.
+    for method in ("PUT", "POST", "DELETE"):
+        _Scripted.statuses = [503]
+        with pytest.raises(AdminError, match="HTTP 503"):
+            admin.call(method, "persistent/public/default/x", "creating x")
+    assert _Scripted.statuses == []
+
+    # The budget bounds one outage, across calls: then the error says so.
+    admin_budget = PulsarAdmin(url, timeout_s=1, retry_timeout_s=1.2)
+    assert admin_budget.list_topics("public/default") == []
+    _Scripted.statuses = [503] * 20
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Gave up after retrying for 1 s .*adminRetryTimeoutMs"):
+        admin_budget.list_topics("public/default")
+    assert 1.0 <= time.monotonic() - started < 4
+
+
+def test_one_budget_per_outage_shared_by_its_calls(stub_admin_api, caplog):
+    """Once an outage spent the budget, the next call during it fails after one request; the first
+    answer ends the outage, and the next one has a budget of its own."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=1, retry_timeout_s=0.6)
+    assert admin.list_topics("public/default") == []
+    _Scripted.statuses = [503] * 20
+    with pytest.raises(AdminError, match="Gave up"):
+        admin.list_topics("public/default")
+    before = admin.requests_made
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Gave up"):
+        admin.list_topics("public/default")
+    assert admin.requests_made == before + 1 and time.monotonic() - started < 0.5
+    _Scripted.statuses = []
+    assert admin.list_topics("public/default") == []  # the outage is over
+    assert "answers again" in _warnings(caplog)[-1]
+    _Scripted.statuses = [503]
+    assert admin.list_topics("public/default") == []  # a new outage: retried again
+
+
+OWNER_MOVING = [(412, b'{"reason":"Can\'t find owner for topic persistent://public/default/t-partition-0"}'),
+                (503, b'{"reason":"Namespace bundle public/default/0x00000000_0x40000000 is being unloaded"}'),
+                (412, b'{"reason":"Namespace is being unloaded, cannot add topic"}')]
+
+
+def test_admin_rides_through_topic_ownership_moves(stub_admin_api, caplog):
+    """What brokers answer while a topic's ownership moves is retried, even on a client's first request
+    (the answer proves the URL is a Pulsar broker); any other 4xx still fails at once."""
+    url = _url(stub_admin_api)
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    _Scripted.statuses = list(OWNER_MOVING)
+    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
+    assert admin.list_topics("public/default") == []
+    warnings = _warnings(caplog)
+    assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
+
+    _Scripted.statuses = [(412, b'{"reason":"Partitioned topic does not have any partitions"}')]
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="HTTP 412 .*does not have any partitions"):
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
+    assert time.monotonic() - started < 1
+
+    # Without a retry budget (adminRetryTimeoutMs=0) an ownership move fails clearly, naming the reason.
+    _Scripted.statuses = [OWNER_MOVING[0]]
+    with pytest.raises(AdminError, match="Can't find owner"):
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
+
+
+def test_entry_lookups_take_bodiless_moves_as_ownership_moves(stub_admin_api, caplog):
+    """A HEAD answer has no body to give its reason: 307 (without a new owner), 412 and 503 there are
+    taken as a move and retried from the first request; the entry's headers come through."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    _Scripted.statuses = [412, 503, 307, (200, b"", None, {"X-Pulsar-Chunk-Id": "0", "X-Pulsar-Num-Chunks-From-Msg": "3"})]
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, retry_timeout_s=30)
+    headers = admin.entry_headers(TopicName.parse("t"), 5, 7)
+    assert headers is not None and headers["X-Pulsar-Chunk-Id"] == "0"
+    assert [m for m, _ in _Scripted.seen] == ["HEAD"] * 4
+    assert _Scripted.seen[0][1] == "/admin/v2/persistent/public/default/t/ledger/5/entry/7"
+    warnings = _warnings(caplog)
+    assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
+
+
+def test_not_found_is_an_answer_never_retried(stub_admin_api):
+    """A 404 is the broker's answer, even on a URL known good: no retry, and it ends an outage."""
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, retry_timeout_s=30, known_good=True)
+    _Scripted.statuses = [404]
+    started = time.monotonic()
+    with pytest.raises(TopicNotFound, match="Topic persistent://public/default/t does not exist"):
+        admin.internal_stats(TopicName.parse("t"))
+    _Scripted.statuses = [404]
+    assert admin.entry_headers(TopicName.parse("t"), 1, 0) is None  # no longer stored
+    assert time.monotonic() - started < 1 and admin.requests_made == 2
+
+
+def test_answers_map_to_errors_that_say_what_to_do(stub_admin_api):
+    url = _url(stub_admin_api)
+    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30, known_good=True)
+    cases = [
+        (401, AdminError, r"refused listing the topics of namespace public/default \(HTTP 401\); set credentials with 'pulsar.admin.authParams'"),
+        (403, AdminError, r"HTTP 403.*pulsar.client.authParams"),
+        ((400, b"bad request: no such thing"), AdminError, "failed while listing .*: HTTP 400 bad request: no such thing"),
+        ((200, b"<html>not the admin API</html>"), AdminError, "returned non-JSON .*is 'admin.url' the broker's HTTP admin address"),
+        ((503, b"Transactions are not enabled: transactionCoordinatorEnabled=false"), TransactionsDisabled,
+         "runs without transactions"),
+    ]
+    for step, error, message in cases:
+        _Scripted.statuses = [step]
+        before = admin.requests_made
+        with pytest.raises(error, match=message):
+            admin.list_topics("public/default")
+        assert admin.requests_made == before + 1, f"{step} was retried"
+    # An answer of the wrong shape (a broker starting up) is transient: retried, not taken as data.
+    _Scripted.statuses = [(200, b'{"partitions": 3}'), (200, b'{"ledgers": []}')]
+    assert admin.internal_stats(TopicName.parse("t")) == {"ledgers": []}
+
+
+def test_a_slow_broker_times_out(stub_admin_api):
+    _Scripted.delay_s = 1.5
+    with pytest.raises(AdminError, match=r"did not answer within 1 s while listing the topics .*check 'admin.url'"):
+        PulsarAdmin(_url(stub_admin_api), timeout_s=1, retry_timeout_s=0).list_topics("public/default")
+
+
+def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
+    """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and
+    port: the request is followed and the token goes with it (requests drops it by default)."""
+    owner = _serve()
+    try:
+        owner_url = f"http://127.0.0.1:{owner.server_address[1]}/admin/v2/persistent/public/default"
+        _Scripted.statuses = [(307, b"", owner_url), 200]
+        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, auth_token="tok3n")
+        assert admin.list_topics("public/default") == []
+        assert _Scripted.seen_auth == ["Bearer tok3n", "Bearer tok3n"]
+    finally:
+        owner.shutdown()
+        owner.server_close()
+
+
+def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
+    token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature-never-shown"
+    caplog.set_level(logging.DEBUG)
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, auth_token=token, retry_timeout_s=0.6)
+    assert admin.list_topics("public/default") == []
+    _Scripted.statuses = [503, 503]
+    assert admin.list_topics("public/default") == []
+    _Scripted.statuses = [401]
+    with pytest.raises(AdminError) as refused:
+        admin.list_topics("public/default")
+    _Scripted.statuses = [503] * 20
+    with pytest.raises(AdminError) as gave_up:
+        admin.list_topics("public/default")
+    assert _Scripted.seen_auth[0] == f"Bearer {token}"
+    shown = "\n".join([caplog.text, str(refused.value), str(gave_up.value), repr(admin), str(admin)])
+    assert "s1gnature" not in shown and token not in shown
+
+
+def test_read_task_lookups_wait_out_an_outage():
+    """Read tasks look entries up on an admin URL the driver already planned with: a connection failure
+    there is an outage (a broker restart), retried for pollTimeoutMs, never taken as a wrong URL."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    topic = TopicName.parse("t")
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Cannot reach"):
+        PulsarAdmin(url, timeout_s=1, retry_timeout_s=30).entry_headers(topic, 1, 0)
+    assert time.monotonic() - started < 1
+    started = time.monotonic()
+    with pytest.raises(AdminError, match="Gave up after retrying for 2 s"):
+        PulsarAdmin(url, timeout_s=1, retry_timeout_s=2, known_good=True).entry_headers(topic, 1, 0)
+    assert 2 <= time.monotonic() - started < 6
+
+
+def test_entry_lookup_of_a_read_task(stub_admin_api):
+    """A read task's lookups: a known-good URL with pollTimeoutMs as the budget, answers cached, and a
+    partition whose first planned entry and topic are both gone counts as deleted."""
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin_url=_url(stub_admin_api), admin_timeout_ms=2_000)
+    part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(3, 9), 10,
+                          config, ((3, 0, 10),))
+    lookup = EntryLookup(part)
+    try:
+        _Scripted.statuses = [503, (200, b"", None, {"X-Pulsar-Marker-Type": "1"})]  # retried: the URL is known good
+        meta = lookup((3, 4))
+        assert meta is not None and meta.marker
+        assert lookup((3, 4)) is meta and len(_Scripted.seen) == 2  # cached
+        _Scripted.statuses = [404, 404]  # the first planned entry, then the topic's internal stats
+        assert lookup.partition_gone()
+        assert [m for m, _ in _Scripted.seen[2:]] == ["HEAD", "GET"]
+        assert _Scripted.seen[3][1].endswith("/t-partition-0/internalStats")
+    finally:
+        lookup.close()

@@ -1,0 +1,191 @@
+"""The one retry policy (pulsar_throttled_source.retry) on a fake clock, and reader opening with it."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pulsar
+import pytest
+
+from pulsar_throttled_source import client_cache
+from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
+from pulsar_throttled_source.retry import (GaveUp, Outage, admin_failure_retried, call_with_retries, client_error_transient,
+                                           http_status_transient, ownership_moving)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+class Flaky:
+    """Fails with `errors` in order, then answers "ok"; each attempt takes `takes_s` on the clock."""
+
+    def __init__(self, clock: FakeClock, errors: list[BaseException], takes_s: float = 0.0) -> None:
+        self.clock, self.errors, self.takes_s, self.calls = clock, list(errors), takes_s, 0
+
+    def __call__(self) -> str:
+        self.calls += 1
+        self.clock.now += self.takes_s
+        if self.errors:
+            raise self.errors.pop(0)
+        return "ok"
+
+
+def _retry(flaky: Flaky, outage: Outage, retries: list | None = None) -> str:
+    def on_retry(error: BaseException, attempt: int, delay: float) -> None:
+        if retries is not None:
+            retries.append((type(error).__name__, attempt, delay))
+
+    return call_with_retries(flaky, outage, lambda e: isinstance(e, ConnectionError), on_retry, sleep=flaky.clock.sleep)
+
+
+def test_backoff_doubles_from_half_a_second_up_to_five():
+    clock = FakeClock()
+    flaky = Flaky(clock, [ConnectionError()] * 7)
+    retries: list = []
+    assert _retry(flaky, Outage(60, clock=clock), retries) == "ok"
+    assert clock.slept == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0]
+    assert retries == [("ConnectionError", n, d) for n, d in enumerate(clock.slept, start=1)]
+
+
+def test_gives_up_when_the_budget_runs_out_never_sleeping_past_it():
+    clock = FakeClock()
+    flaky = Flaky(clock, [ConnectionError(f"down {i}") for i in range(100)])
+    with pytest.raises(GaveUp) as gave_up:
+        _retry(flaky, Outage(10, clock=clock))
+    assert clock.slept == [0.5, 1.0, 2.0, 4.0, 2.5]  # the last wait ends at the budget's end
+    assert sum(clock.slept) == 10 and flaky.calls == 6
+    assert str(gave_up.value.last) == "down 5" and gave_up.value.budget_s == 10
+
+
+def test_what_is_not_transient_is_raised_at_once():
+    clock = FakeClock()
+    flaky = Flaky(clock, [ConnectionError(), ValueError("bad input")])
+    with pytest.raises(ValueError, match="bad input"):
+        _retry(flaky, Outage(60, clock=clock))
+    assert flaky.calls == 2 and clock.slept == [0.5]
+
+
+def test_an_outage_budget_runs_from_its_first_failure_and_is_shared():
+    clock = FakeClock()
+    outage = Outage(3, clock=clock)
+    clock.now += 100  # time before the outage does not count
+    assert _retry(Flaky(clock, [ConnectionError()] * 2), outage) == "ok"
+    assert clock.slept == [0.5, 1.0]  # the outage goes on (the caller ends it on an answer)
+    with pytest.raises(GaveUp):
+        _retry(Flaky(clock, [ConnectionError()] * 10), outage)
+    assert sum(clock.slept) == 3
+    flaky = Flaky(clock, [ConnectionError()])
+    with pytest.raises(GaveUp):  # still the same outage: spent
+        _retry(flaky, outage)
+    assert flaky.calls == 1
+    assert outage.ended() == pytest.approx(3)
+    assert outage.ended() is None
+    assert _retry(Flaky(clock, [ConnectionError()]), outage) == "ok"  # a new outage, a new budget
+
+
+def test_a_budget_from_now_counts_the_attempts_themselves():
+    """Opening a reader waits at most pollTimeoutMs in all, however long each attempt takes."""
+    clock = FakeClock()
+    flaky = Flaky(clock, [ConnectionError()] * 10, takes_s=2.0)
+    with pytest.raises(GaveUp):
+        _retry(flaky, Outage(5, from_now=True, clock=clock))
+    assert flaky.calls == 3 and clock.slept == [0.5, 0.5]
+
+
+def test_what_counts_as_transient():
+    assert http_status_transient(500, "GET", "") and http_status_transient(503, "GET", "anything")
+    assert not http_status_transient(404, "GET", "") and not http_status_transient(401, "HEAD", "")
+    assert ownership_moving(412, "GET", "Can't find owner for topic") and ownership_moving(503, "GET", "bundle is being unloaded")
+    assert ownership_moving(307, "GET", "Namespace bundle is not served by this broker")
+    assert not ownership_moving(412, "GET", "Partitioned topic does not have any partitions")
+    assert all(ownership_moving(status, "HEAD", "") for status in (307, 412, 503))  # no body to give a reason
+    assert not ownership_moving(409, "HEAD", "")
+
+    # Lookups only; after a first answer, on a URL known good, or on a broker's own answer; never without a budget.
+    assert admin_failure_retried("GET", 30, answered=True, from_broker=False)
+    assert admin_failure_retried("HEAD", 30, answered=False, from_broker=True)
+    assert not admin_failure_retried("GET", 30, answered=False, from_broker=False)
+    assert not admin_failure_retried("GET", 0, answered=True, from_broker=True)
+    assert not any(admin_failure_retried(m, 30, answered=True, from_broker=True) for m in ("PUT", "POST", "DELETE"))
+
+    assert all(client_error_transient(e) for e in (pulsar.ConnectError("x"), pulsar.Timeout("x"), pulsar.LookupError("x"),
+                                                   pulsar.ServiceUnitNotReady("x"), pulsar.NotConnected("x")))
+    assert not client_error_transient(pulsar.AuthenticationError("x")) and not client_error_transient(ValueError())
+
+
+# -- opening a reader --------------------------------------------------------------------------
+TOKEN = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature"
+
+
+class FakeClient:
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = errors
+        self.opened: list[tuple] = []
+
+    def create_reader(self, topic: str, start: object, **kwargs: object) -> str:
+        self.opened.append((topic, start, kwargs))
+        if self.errors:
+            raise self.errors.pop(0)
+        return "reader"
+
+
+@pytest.fixture
+def fake_client(monkeypatch):
+    client = FakeClient([])
+    dropped: list[ClientConfig] = []
+    monkeypatch.setattr(client_cache, "client_for", lambda config: client)
+    monkeypatch.setattr(client_cache, "drop_client", dropped.append)
+    return client, dropped
+
+
+def _part(poll_timeout_ms: int) -> PartitionRange:
+    config = ClientConfig("pulsar://broker:6650", (), (("reader_name", "r"),), TOKEN, poll_timeout_ms, 100)
+    return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
+
+
+def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_client, caplog):
+    client, dropped = fake_client
+    client.errors = [pulsar.ConnectError("connection refused"), pulsar.ServiceUnitNotReady("not ready")]
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.client_cache")
+    part = _part(10_000)
+    assert client_cache.open_reader(part, "earliest") == "reader"
+    assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client
+    assert client.opened[0][2] == {"receiver_queue_size": client_cache.DEFAULT_RECEIVER_QUEUE, "reader_name": "r"}
+    warnings = [r.getMessage() for r in caplog.records]
+    assert "(ConnectError); retry 1 in 0.5 s (waiting up to pollTimeoutMs=10000 ms)" in warnings[0]
+    assert "retry 2 in 1.0 s" in warnings[1]
+
+
+def test_opening_a_reader_gives_up_after_poll_timeout(fake_client):
+    client, dropped = fake_client
+    client.errors = [pulsar.ConnectError(f"connection refused, token {TOKEN}") for _ in range(20)]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as error:
+        client_cache.open_reader(_part(1_200), "earliest")
+    assert 1.2 <= time.monotonic() - started < 3
+    message = str(error.value)
+    assert message.startswith("Cannot open a reader on persistent://public/default/t-partition-0 at pulsar://broker:6650")
+    assert "Check option 'service.url'" in message and "Gave up after retrying for 1200 ms (option 'pollTimeoutMs')" in message
+    assert TOKEN not in message and "***" in message
+    assert len(dropped) == len(client.opened) >= 2
+
+
+def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
+    client, dropped = fake_client
+    client.errors = [pulsar.AuthenticationError(f"bad token {TOKEN}")]
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authParams'\.$"):
+        client_cache.open_reader(_part(30_000), "earliest")
+    assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
