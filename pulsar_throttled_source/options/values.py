@@ -24,7 +24,7 @@ def _spec(name: str, kind: tuple[str, ...]) -> OptionSpec:
 
 
 def is_set(opts: Opts, name: str) -> bool:
-    """Given with a non-blank value: Spark has no way to unset an option, so blank counts as unset."""
+    """Given with a non-blank value (a blank value counts as unset, as for the readers below)."""
     return str(opts.get(BY_NAME[name].key, "")).strip() != ""
 
 
