@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.options import OPTIONS, parse_options
+from pulsar_throttled_source.options import OPTIONS, parse_options, readme_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -20,33 +20,61 @@ def section(title: str) -> str:
     return match.group(1)
 
 
-def option_table() -> dict[str, str]:
-    """Option name -> default, from the README's '## Options' table."""
+def option_table() -> dict[str, tuple[str, str]]:
+    """Option name -> (default, meaning), from the README's '## Options' table."""
     rows = {}
     for line in section("Options").splitlines():
         cells = [html.unescape(c.strip()) for c in line.strip().strip("|").split("|")]
         if len(cells) == 3 and cells[0].startswith("`"):
-            rows[cells[0].strip("`")] = "" if cells[1] == "(none)" else cells[1].strip("`")
+            rows[cells[0].strip("`")] = ("" if cells[1] == "(none)" else cells[1].strip("`"), cells[2])
     return rows
 
 
-def expected_table() -> str:
-    """The table as it should read, to paste into the README when OPTIONS changes."""
-    lines = ["| Option | Default | Meaning |", "|---|---|---|"]
-    for name, (default, meaning) in OPTIONS.items():
-        shown = f"`{default}`" if default else "(none)"
-        lines.append(f"| `{name}` | {shown} | {meaning.replace('|', '&#124;')} |")
-    return "\n".join(lines)
+FIX = "Regenerate it: python -m pulsar_throttled_source.options.readme_table --write"
 
 
 def test_readme_option_table_matches_options_both_ways():
     table = option_table()
     missing = [name for name in OPTIONS if name not in table]
     unknown = [name for name in table if name not in OPTIONS]
-    assert not missing and not unknown, (
-        f"README options table is out of date: missing {missing}, not options {unknown}. Expected table:\n{expected_table()}")
-    wrong_default = {name: (table[name], OPTIONS[name][0]) for name in OPTIONS if table[name] != OPTIONS[name][0]}
-    assert not wrong_default, f"README defaults differ (README, OPTIONS): {wrong_default}"
+    assert not missing and not unknown, f"README options table is out of date: missing {missing}, not options {unknown}. {FIX}"
+    wrong_default = {name: (table[name][0], OPTIONS[name][0]) for name in OPTIONS if table[name][0] != OPTIONS[name][0]}
+    assert not wrong_default, f"README defaults differ (README, spec): {wrong_default}. {FIX}"
+    wrong_meaning = {name: (table[name][1], OPTIONS[name][1]) for name in OPTIONS if table[name][1] != OPTIONS[name][1]}
+    assert not wrong_meaning, f"README meanings differ (README, spec): {wrong_meaning}. {FIX}"
+
+
+def test_readme_option_table_is_the_generated_one():
+    """Byte for byte what the generator writes, rows in the spec's order: the table is regenerated, never hand-edited."""
+    assert readme_table.readme_table(README) == readme_table.render(), FIX
+    assert readme_table.rewrite(README) == README
+
+
+def test_option_defaults_in_the_table_are_what_parsing_gives():
+    """The documented defaults are the parser's: parse with nothing but a topic and compare."""
+    parsed = parse_options({"topic": "t"})
+    assert parsed.service_url == OPTIONS["service.url"][0] and parsed.admin_url == OPTIONS["admin.url"][0]
+    assert parsed.subscription == OPTIONS["subscription"][0] and parsed.start.kind == OPTIONS["startingOffsets"][0]
+    assert str(parsed.poll_timeout_ms) == OPTIONS["pollTimeoutMs"][0]
+    assert str(parsed.incomplete_chunk_wait_ms) == OPTIONS["incompleteChunkWaitMs"][0]
+    assert str(parsed.admin_timeout_ms) == OPTIONS["adminTimeoutMs"][0]
+    assert str(parsed.admin_retry_timeout_ms) == OPTIONS["adminRetryTimeoutMs"][0]
+    assert str(parsed.metadata_refresh_ms) == OPTIONS["metadataRefreshIntervalMs"][0]
+    assert str(parsed.max_rows_per_arrow_batch) == OPTIONS["maxRowsPerArrowBatch"][0]
+    assert str(parsed.max_entries_per_task) == OPTIONS["maxEntriesPerTask"][0]
+    assert str(parsed.policy_refresh_ms) == OPTIONS["policyRefreshIntervalMs"][0]
+    assert str(parsed.quota.source.period_s) == OPTIONS["ratePeriodInSecond"][0]
+    assert str(parsed.quota.non_backlog_threshold_entries) == OPTIONS["nonBacklogThresholdEntries"][0]
+    assert parsed.quota.mode == OPTIONS["throttlingMode"][0] and parsed.quota_source == OPTIONS["quotaSource"][0]
+    assert parsed.crypto_failure_action == OPTIONS["cryptoFailureAction"][0]
+    assert str(parsed.fail_on_data_loss).lower() == OPTIONS["failOnDataLoss"][0]
+    assert str(parsed.durable_subscription).lower() == OPTIONS["durableSubscription"][0]
+    assert str(parsed.quota.source.relative_to_publish_rate).lower() == OPTIONS["relativeToPublishRate"][0]
+    assert str(parsed.quota.throttle_non_backlog).lower() == OPTIONS["dispatchThrottlingOnNonBacklogConsumerEnabled"][0]
+    assert parsed.quota_state_path.endswith(OPTIONS["quotaStatePath"][0].removeprefix("<tmp>"))
+    for rate in (parsed.quota.source, parsed.topic_rate, parsed.subscription_rate):
+        assert str(rate.msgs) == str(rate.bytes) == OPTIONS["dispatchThrottlingRateInMsg"][0]
+    assert parsed.max_entries_per_trigger is None and OPTIONS["maxEntriesPerTrigger"][0] == ""
 
 
 def test_readme_starts_with_the_two_commands():

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, readme_table, values
 from pulsar_throttled_source.positions import EntryPosition
 
 BASE = {"topic": "orders"}
@@ -119,3 +119,84 @@ def test_durable_subscription_needs_a_name_of_its_own():
     o = parse_options({"topic": "t", "durablesubscription": "true", "subscription": "orders-ingest"})
     assert o.durable_subscription and o.subscription == "orders-ingest"
     assert not parse_options({"topic": "t"}).durable_subscription
+
+
+# ---------------------------------------------------------------------------------------
+# The spec table drives the parser: defaults, bounds and allowed values come from it.
+
+INT_SPECS = [s for s in SPECS if s.kind in ("int", "quota")]
+CHOICE_SPECS = [s for s in SPECS if s.kind == "choice"]
+BOOL_SPECS = [s for s in SPECS if s.kind == "bool"]
+
+
+@pytest.mark.parametrize("spec", INT_SPECS, ids=lambda s: s.name)
+def test_integer_options_take_default_and_bounds_from_the_spec(spec):
+    assert values.integer({}, spec.name) == spec.default == values.integer({spec.key: " "}, spec.name)
+    assert values.integer({spec.key: str(spec.minimum)}, spec.name) == spec.minimum
+    below = spec.minimum - 1 if spec.kind == "int" else 0
+    with pytest.raises(ValueError, match=re.escape(f"Option '{spec.name}': {below} is not allowed; expected {spec.expected}.")):
+        parse(**{spec.name: str(below)})
+    with pytest.raises(ValueError, match=re.escape(f"Option '{spec.name}': 'x1' is not {spec.expected}.")):
+        parse(**{spec.name: "x1"})
+    if spec.kind == "quota":
+        assert values.integer({spec.key: "-1"}, spec.name) == -1
+
+
+@pytest.mark.parametrize("spec", CHOICE_SPECS, ids=lambda s: s.name)
+def test_choice_options_accept_exactly_the_spec_values(spec):
+    assert values.choice({}, spec.name) == spec.default in spec.allowed
+    for value in spec.allowed:
+        assert values.choice({spec.key: value.upper()}, spec.name) == value
+    with pytest.raises(ValueError, match=re.escape(f"Option '{spec.name}': 'nope' is not allowed; expected one of {', '.join(spec.allowed)}.")):
+        parse(**{spec.name: "nope"})
+
+
+@pytest.mark.parametrize("spec", BOOL_SPECS, ids=lambda s: s.name)
+def test_bool_options(spec):
+    assert values.boolean({}, spec.name) is spec.default
+    assert values.boolean({spec.key: "TRUE"}, spec.name) is True
+    with pytest.raises(ValueError, match=re.escape(f"Option '{spec.name}': 'maybe' is not allowed; expected true or false.")):
+        parse(**{spec.name: "maybe"})
+
+
+def test_every_option_of_the_table_is_accepted_and_nothing_else():
+    from pulsar_throttled_source.options.spec import BY_KEY
+
+    assert {s.key for s in SPECS if s.kind != "prefix"} == set(BY_KEY)
+    assert len({s.key for s in SPECS}) == len(SPECS)
+    with pytest.raises(ValueError, match="Unknown option"):
+        parse(pollTimeout="5")
+
+
+@pytest.mark.parametrize("setting", [s for s in SETTINGS if s.secret], ids=lambda s: s.prefix + s.name)
+def test_secret_settings_never_show_their_value(setting):
+    params = setting.name == "authParams"  # a bare authToken is any string: no error to make
+    if params:
+        with pytest.raises(ValueError) as err:
+            parse(**{setting.prefix + setting.name: "user=x,password=hunter2-secret"})
+        assert "hunter2" not in str(err.value) and "(value not shown)" in str(err.value)
+    o = parse(**{setting.prefix + setting.name: "token:hunter2-ok" if params else "hunter2-ok"})
+    assert "hunter2" not in repr(o) and "hunter2-ok" in (o.auth_params, o.admin_auth_token)
+
+
+def test_admin_settings_read_under_every_accepted_spelling():
+    o = parse(**{"pulsar.admin.tls_trust_certs_file_path": "/ca.pem"})
+    assert o.admin_tls_trust == "/ca.pem" and o.admin_tls_verify == "/ca.pem"
+    o = parse(**{"pulsar.admin.tls.allow.insecure.connection": "true", "pulsar.admin.auth_token": "abc"})
+    assert o.admin_tls_verify is False and o.admin_auth_token == "abc"
+    with pytest.raises(ValueError, match="'pulsar.admin.tlsAllowInsecureConnection': 'perhaps' is not allowed"):
+        parse(**{"pulsar.admin.tlsAllowInsecureConnection": "perhaps"})
+
+
+def test_readme_table_generator_rewrites_only_the_table(tmp_path):
+    stale = ("# T\n\n## Options\n\nIntro.\n\n" + readme_table.HEADER + "| `old` | (none) | Gone. |\n\nAfter.\n\n## Next\n\nText.\n")
+    readme = tmp_path / "README.md"
+    readme.write_text(stale)
+    assert readme_table.main(["--check", "--readme", str(readme)]) == 1
+    assert readme_table.main(["--write", "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text == stale.replace(readme_table.HEADER + "| `old` | (none) | Gone. |\n", readme_table.render())
+    assert readme_table.main(["--check", "--readme", str(readme)]) == 0
+    rows = readme_table.render().splitlines()[2:]
+    assert len(rows) == len(SPECS) and rows[0].startswith("| `service.url` | `pulsar://localhost:6650` |")
+    assert "&#124;" in readme_table.render() and all(row.count(" | ") == 2 for row in rows)

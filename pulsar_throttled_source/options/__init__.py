@@ -1,0 +1,15 @@
+"""The source's options: one table of what exists (spec), parsed and validated into a frozen SourceOptions.
+
+Spark hands options over lowercased and as strings. Every check names the option and what is
+allowed, so a typo fails the query at load(), not hours later. Secrets (auth parameters, tokens)
+are kept out of repr and error messages.
+"""
+
+from __future__ import annotations
+
+from .model import QuotaSource, Secret, SourceOptions, StartSpec
+from .parse import parse_options
+from .spec import OPTIONS, PREFIX_OPTIONS, SETTINGS, SPECS, OptionSpec, SettingSpec
+
+__all__ = ["OPTIONS", "PREFIX_OPTIONS", "SETTINGS", "SPECS", "OptionSpec", "QuotaSource", "Secret", "SettingSpec",
+           "SourceOptions", "StartSpec", "parse_options"]

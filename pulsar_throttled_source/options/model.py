@@ -1,0 +1,86 @@
+"""What parsing produces: the frozen SourceOptions, the start position request, and Secret."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..positions import EntryPosition
+from ..throttling.model import QuotaConfig, Rate
+from ..topics import TopicName
+
+QuotaSource = Literal["options", "broker", "both"]
+
+
+class Secret(str):
+    """A string that never shows its value in repr or str formatting of containers."""
+
+    def __repr__(self) -> str:
+        return "'***'"
+
+
+@dataclass(frozen=True)
+class StartSpec:
+    """Where a new query starts: 'earliest', 'latest', a publish time, or per-partition positions."""
+
+    kind: Literal["earliest", "latest", "time", "positions"]
+    time_ms: int | None = None
+    # partition -> first entry to read (inclusive), or "earliest"/"latest"
+    positions: tuple[tuple[str, EntryPosition | str], ...] = ()
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Every option of one query, validated; shipped (pickled) to the executors with the reader."""
+
+    service_url: str
+    admin_url: str
+    topics: tuple[TopicName, ...]
+    topics_pattern: re.Pattern[str] | None
+    pattern_namespace: str | None
+    subscription: str
+    start: StartSpec
+    fail_on_data_loss: bool
+    durable_subscription: bool
+    poll_timeout_ms: int
+    incomplete_chunk_wait_ms: int
+    admin_timeout_ms: int
+    admin_retry_timeout_ms: int
+    metadata_refresh_ms: int
+    max_entries_per_trigger: int | None
+    max_rows_per_arrow_batch: int
+    max_entries_per_task: int
+    quota: QuotaConfig
+    topic_rate: Rate
+    subscription_rate: Rate
+    quota_source: QuotaSource
+    policy_refresh_ms: int
+    quota_state_path: str
+    private_key_path: str | None
+    public_key_path: str | None
+    crypto_failure_action: str
+    # client_kwargs may hold pass-through secrets (e.g. a TLS key password): kept out of repr too.
+    client_kwargs: tuple[tuple[str, Any], ...] = field(repr=False)
+    reader_kwargs: tuple[tuple[str, Any], ...]
+    auth_plugin: str | None
+    auth_params: Secret | None = field(repr=False)
+    admin_auth_token: Secret | None = field(repr=False)
+    admin_tls_trust: str | None = None
+    admin_tls_insecure: bool = False
+
+    @property
+    def admin_tls_verify(self) -> bool | str:
+        return False if self.admin_tls_insecure else (self.admin_tls_trust or True)
+
+    @property
+    def has_option_quotas(self) -> bool:
+        return not (self.quota.source.is_unlimited() and self.topic_rate.is_unlimited() and self.subscription_rate.is_unlimited())
+
+    @property
+    def uses_broker_quotas(self) -> bool:
+        return self.quota_source in ("broker", "both")
+
+    @property
+    def throttled(self) -> bool:
+        return self.uses_broker_quotas or (self.quota_source in ("options", "both") and self.has_option_quotas)

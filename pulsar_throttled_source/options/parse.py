@@ -1,0 +1,185 @@
+"""parse_options: the options Spark hands over (strings, names lowercased) -> one frozen SourceOptions.
+
+Single options are read by their spec (values.py); the rules that involve several options are the
+small functions below. Checks run in a fixed order, so the first error reported is stable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+from ..positions import EntryPosition
+from ..throttling.model import QuotaConfig, Rate
+from ..topics import TopicName
+from . import auth, passthrough, values
+from .model import QuotaSource, SourceOptions, StartSpec
+from .spec import BY_KEY, BY_NAME, PREFIX_OPTIONS
+
+Opts = Mapping[str, str]
+_NOT_OPTIONS = ("path",)  # what DataFrameReader.load(path) adds
+_TOPIC_OPTIONS = ("topic", "topics", "topicsPattern")
+
+
+def parse_options(raw: Mapping[str, str]) -> SourceOptions:
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in raw.items()}
+    check_known(opts)
+
+    topics, pattern, namespace = topic_selection(opts)
+    subscription = values.name_value(opts, "subscription")
+    period = values.number(opts, "ratePeriodInSecond")
+    relative = values.flag(opts, "relativeToPublishRate")
+    mode = throttling_mode(opts)
+
+    def rate(msgs: str, byte: str) -> Rate:
+        return Rate(values.number(opts, msgs), values.number(opts, byte), period, relative)
+
+    source_rate = rate("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte")
+    topic_rate = rate("dispatchThrottlingRatePerTopicInMsg", "dispatchThrottlingRatePerTopicInByte")
+    sub_rate = rate("dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte")
+    quota = QuotaConfig(source=source_rate, mode=mode,  # type: ignore[arg-type]
+                        throttle_non_backlog=values.flag(opts, "dispatchThrottlingOnNonBacklogConsumerEnabled"),
+                        non_backlog_threshold_entries=values.number(opts, "nonBacklogThresholdEntries"), query_id=subscription)
+    quota_source: QuotaSource = values.choice(opts, "quotaSource")  # type: ignore[assignment]
+    max_per_trigger = values.integer(opts, "maxEntriesPerTrigger")
+
+    client_kwargs = passthrough.client_kwargs(opts)
+    reader_kwargs = passthrough.reader_kwargs(opts)
+    passthrough.check_admin_settings(opts)
+    auth_plugin = auth.auth_plugin(opts)
+    token = auth.token(opts, passthrough.CLIENT)
+    admin_token = auth.token(opts, passthrough.ADMIN) or token  # the admin API uses the client's token unless given its own
+
+    return SourceOptions(
+        service_url=values.url(opts, "service.url"),
+        admin_url=values.url(opts, "admin.url"),
+        topics=topics,
+        topics_pattern=pattern,
+        pattern_namespace=namespace,
+        subscription=subscription,
+        start=start_spec(opts),
+        fail_on_data_loss=values.flag(opts, "failOnDataLoss"),
+        durable_subscription=durable_subscription(opts),
+        poll_timeout_ms=values.number(opts, "pollTimeoutMs"),
+        incomplete_chunk_wait_ms=values.number(opts, "incompleteChunkWaitMs"),
+        admin_timeout_ms=values.number(opts, "adminTimeoutMs"),
+        admin_retry_timeout_ms=values.number(opts, "adminRetryTimeoutMs"),
+        metadata_refresh_ms=values.number(opts, "metadataRefreshIntervalMs"),
+        max_entries_per_trigger=max_per_trigger,
+        max_rows_per_arrow_batch=values.number(opts, "maxRowsPerArrowBatch"),
+        max_entries_per_task=values.number(opts, "maxEntriesPerTask"),
+        quota=quota,
+        topic_rate=topic_rate,
+        subscription_rate=sub_rate,
+        quota_source=quota_source,
+        policy_refresh_ms=values.number(opts, "policyRefreshIntervalMs"),
+        quota_state_path=values.path(opts, "quotaStatePath"),
+        private_key_path=values.key_path(opts, "encryption.privateKeyPath"),
+        public_key_path=values.key_path(opts, "encryption.publicKeyPath"),
+        crypto_failure_action=str(values.choice(opts, "cryptoFailureAction")),
+        client_kwargs=client_kwargs,
+        reader_kwargs=reader_kwargs,
+        auth_plugin=auth_plugin,
+        auth_params=token,
+        admin_auth_token=admin_token,
+        admin_tls_trust=passthrough.setting(opts, passthrough.ADMIN, "tlsTrustCertsFilePath"),
+        admin_tls_insecure=bool(values.boolean_value(passthrough.setting(opts, passthrough.ADMIN, "tlsAllowInsecureConnection"),
+                                                     "pulsar.admin.tlsAllowInsecureConnection", False)),
+    )
+
+
+def check_known(opts: Opts) -> None:
+    """Every option is in the table or under a pass-through prefix: a misspelt name fails instead of being ignored."""
+    unknown = [k for k in opts if k not in BY_KEY and not k.startswith(PREFIX_OPTIONS) and k not in _NOT_OPTIONS]
+    if unknown:
+        raise ValueError(f"Unknown option(s) {', '.join(repr(k) for k in sorted(unknown))}; see the README's option table for what is allowed.")
+
+
+def topic_selection(opts: Opts) -> tuple[tuple[TopicName, ...], re.Pattern[str] | None, str | None]:
+    """Exactly one of topic, topics, topicsPattern: (topics, None, None) or ((), pattern, its namespace)."""
+    given = [name for name in _TOPIC_OPTIONS if values.is_set(opts, name)]
+    if len(given) != 1:
+        raise ValueError(f"Exactly one of the options 'topic', 'topics', 'topicsPattern' must be set; found: {', '.join(given) or 'none'}.")
+    if given[0] == "topic":
+        return (TopicName.parse(opts["topic"], "topic"),), None, None
+    if given[0] == "topics":
+        names = [t for t in (s.strip() for s in opts["topics"].split(",")) if t]
+        if not names:
+            raise ValueError("Option 'topics': expected a comma-separated list of topic names.")
+        return tuple(dict.fromkeys(TopicName.parse(t, "topics") for t in names)), None, None
+    return topics_pattern(opts[BY_NAME["topicsPattern"].key])
+
+
+def topics_pattern(raw: str) -> tuple[tuple[TopicName, ...], re.Pattern[str], str]:
+    """A regex over the topics of one literal namespace; a bare or namespace-less pattern defaults like a topic name."""
+    text = raw.strip()
+    if "://" not in text:
+        text = f"persistent://public/default/{text}" if "/" not in text else f"persistent://{text}"
+    match = re.match(r"^persistent://([^/]+)/([^/]+)/(.+)$", text)
+    if not match:
+        raise ValueError(f"Option 'topicsPattern': '{raw}' must name one namespace, e.g. persistent://public/default/orders-.*")
+    if any(ch in match.group(1) + match.group(2) for ch in "*+?[](){}|\\^$"):
+        raise ValueError(f"Option 'topicsPattern': the tenant and namespace of '{raw}' must be literal; only the topic part is a regex.")
+    try:
+        pattern = re.compile(text)
+    except re.error as e:
+        raise ValueError(f"Option 'topicsPattern': '{raw}' is not a valid regular expression ({e}).") from None
+    return (), pattern, f"{match.group(1)}/{match.group(2)}"
+
+
+def start_spec(opts: Opts) -> StartSpec:
+    """startingTime, or startingOffsets (earliest, latest or JSON positions), never both."""
+    if values.is_set(opts, "startingOffsets") and values.is_set(opts, "startingTime"):
+        raise ValueError("Options 'startingOffsets' and 'startingTime' are exclusive; set only one of them.")
+    if values.is_set(opts, "startingTime"):
+        return StartSpec("time", time_ms=values.integer(opts, "startingTime"))
+    text = str(opts.get(BY_NAME["startingOffsets"].key) or BY_NAME["startingOffsets"].default).strip()
+    if text.lower() in ("earliest", "latest"):
+        return StartSpec(text.lower())  # type: ignore[arg-type]
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"Option 'startingOffsets': not 'earliest', 'latest' or valid JSON ({e.msg} at position {e.pos}); "
+                         "expected e.g. {\"persistent://public/default/t-partition-0\": {\"ledgerId\": 12, \"entryId\": 0}}.") from None
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError("Option 'startingOffsets': the JSON must be a non-empty object mapping partition topic names to positions.")
+    return StartSpec("positions", positions=tuple(_start_position(partition, value) for partition, value in spec.items()))
+
+
+def _start_position(partition: str, value: object) -> tuple[str, EntryPosition | str]:
+    name = str(TopicName.parse(partition, "startingOffsets"))
+    if isinstance(value, str) and value.lower() in ("earliest", "latest"):
+        return name, value.lower()
+    if isinstance(value, int) and value in (-2, -1):  # Kafka-style shorthands
+        return name, "earliest" if value == -2 else "latest"
+    try:
+        position = EntryPosition.from_json(value, f"Option 'startingOffsets' for partition {name}")
+    except ValueError as e:
+        raise ValueError(f"{e}; or \"earliest\" / \"latest\".") from None
+    if position.entry_id < 0 or position.ledger_id < 0:
+        raise ValueError(f"Option 'startingOffsets' for partition {name}: ledgerId and entryId must be >= 0 (use \"earliest\" for the beginning).")
+    return name, position
+
+
+def throttling_mode(opts: Opts) -> str:
+    """throttlingMode, or one of its Pulsar aliases set to true; they may not contradict each other."""
+    mode = values.choice(opts, "throttlingMode", unset="")
+    precise = values.boolean(opts, "preciseDispatcherFlowControl")
+    batch = values.boolean(opts, "dispatchThrottlingOnBatchMessageEnabled")
+    if precise and batch:
+        raise ValueError("Options 'preciseDispatcherFlowControl' and 'dispatchThrottlingOnBatchMessageEnabled' are mutually exclusive; "
+                         "set at most one to true (or use throttlingMode=precise|batch).")
+    alias = "precise" if precise else "batch" if batch else None
+    if mode and alias and mode != alias:
+        raise ValueError(f"Option 'throttlingMode'={mode} contradicts the alias that selects {alias}; set only one of them.")
+    return mode or alias or str(BY_NAME["throttlingMode"].default)
+
+
+def durable_subscription(opts: Opts) -> bool:
+    """A durable subscription needs a name of the query's own: the default name would be shared by every query."""
+    durable = values.flag(opts, "durableSubscription")
+    if durable and not values.is_set(opts, "subscription"):
+        raise ValueError("Option 'durableSubscription': a durable subscription needs option 'subscription' set to a name of "
+                         "this query's own (e.g. orders-ingest); the default name would be shared by every query.")
+    return durable

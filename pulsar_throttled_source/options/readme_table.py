@@ -1,0 +1,66 @@
+"""The README's option table, generated from the spec table so that it is never edited by hand.
+
+    python -m pulsar_throttled_source.options.readme_table            # print the table
+    python -m pulsar_throttled_source.options.readme_table --write    # replace the table in README.md
+    python -m pulsar_throttled_source.options.readme_table --check    # exit 1 when README.md differs
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from .spec import SPECS
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+HEADER = "| Option | Default | Meaning |\n|---|---|---|\n"
+# The table inside the README's "## Options" section: its header and every row after it.
+_TABLE = re.compile(r"(^## Options\n(?:(?!^## ).*\n)*?)(" + re.escape(HEADER) + r"(?:\|.*\|\n)*)", re.M)
+
+
+def render() -> str:
+    """The markdown table, one row per spec; '|' inside a meaning is escaped so the row keeps three cells."""
+    rows = []
+    for spec in SPECS:
+        shown = f"`{spec.readme_default}`" if spec.readme_default else "(none)"
+        rows.append(f"| `{spec.name}` | {shown} | {spec.meaning.replace('|', '&#124;')} |\n")
+    return HEADER + "".join(rows)
+
+
+def readme_table(readme: str) -> str:
+    """The option table as it stands in the README text."""
+    match = _TABLE.search(readme)
+    if not match:
+        raise ValueError("README has no option table under '## Options'")
+    return match.group(2)
+
+
+def rewrite(readme: str) -> str:
+    """The README text with its option table replaced by render()."""
+    readme_table(readme)  # fails when there is no table to replace
+    return _TABLE.sub(lambda m: m.group(1) + render(), readme, count=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--write", action="store_true", help="replace the table in the README")
+    action.add_argument("--check", action="store_true", help="exit 1 when the README's table differs")
+    parser.add_argument("--readme", type=Path, default=README)
+    args = parser.parse_args(argv)
+    if args.write:
+        args.readme.write_text(rewrite(args.readme.read_text()))
+    elif args.check:
+        if readme_table(args.readme.read_text()) != render():
+            print(f"{args.readme}: the option table is out of date; run python -m pulsar_throttled_source.options.readme_table --write",
+                  file=sys.stderr)
+            return 1
+    else:
+        sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""The one table of options: name, kind, default, bounds, allowed values, meaning.
+
+The parser reads defaults, bounds and allowed values from here (values.py reads one option by
+its spec), and the README's option table is generated from it (readme_table.py), so a default
+or a meaning is written once. Rules that involve several options live in parse.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+# How a value is read (values.py): int (bounded), quota (positive or -1), bool, choice, url,
+# name (a string with an allowed pattern), path (blank: the default), key_path (a PEM file path),
+# and kinds read by a cross-option rule in parse.py: topic(s), pattern, start, prefix (pulsar.*.*).
+Kind = Literal["int", "quota", "bool", "choice", "url", "name", "path", "key_path", "topic", "topics", "pattern", "start", "prefix"]
+
+MS = "milliseconds"
+QUOTA_EXPECTED = "a positive integer, or -1 for no limit"
+TMP = "<tmp>"  # a path default under this is placed in the system's temp directory at parse time
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    name: str  # as documented; Spark hands it over lowercased
+    kind: Kind
+    default: str | int | bool | None  # the value when unset (None: no value, or decided by a rule)
+    meaning: str  # the README's "Meaning" cell
+    minimum: int | None = None  # int, quota: the smallest allowed value (a quota's -1 aside)
+    expected: str = ""  # what an allowed value is, as error messages put it
+    allowed: tuple[str, ...] = ()  # choice: the values; url: the schemes
+    pattern: str = ""  # name: a regular expression the whole value must match
+    shown: str | None = None  # the README's default, when not the default itself
+
+    @property
+    def key(self) -> str:
+        return self.name.lower()
+
+    @property
+    def readme_default(self) -> str:
+        if self.shown is not None:
+            return self.shown
+        if self.default is None:
+            return ""
+        if isinstance(self.default, bool):
+            return "true" if self.default else "false"
+        return str(self.default)
+
+
+def _int(name: str, default: int | None, minimum: int, expected: str, meaning: str) -> OptionSpec:
+    return OptionSpec(name, "int", default, meaning, minimum=minimum, expected=expected)
+
+
+def _quota(name: str, meaning: str) -> OptionSpec:
+    return OptionSpec(name, "quota", -1, meaning, minimum=1, expected=QUOTA_EXPECTED)
+
+
+def _bool(name: str, default: bool | None, meaning: str) -> OptionSpec:
+    return OptionSpec(name, "bool", default, meaning, expected="true or false")
+
+
+def _choice(name: str, default: str, allowed: tuple[str, ...], meaning: str) -> OptionSpec:
+    return OptionSpec(name, "choice", default, meaning, allowed=allowed)
+
+
+# In README order.
+SPECS: tuple[OptionSpec, ...] = (
+    OptionSpec("service.url", "url", "pulsar://localhost:6650", "Pulsar service URL the executors read from.", allowed=("pulsar", "pulsar+ssl")),
+    OptionSpec("admin.url", "url", "http://localhost:8080", "Pulsar admin (HTTP) URL used for planning: partitions, ledgers, stats, policies.",
+               allowed=("http", "https")),
+    OptionSpec("topic", "topic", None, "One topic to read (partitioned or not). Exactly one of topic, topics, topicsPattern."),
+    OptionSpec("topics", "topics", None, "Comma-separated topics to read."),
+    OptionSpec("topicsPattern", "pattern", None, "Regex over the persistent topics of one namespace, e.g. persistent://public/default/orders-.*; new matching topics are picked up."),
+    OptionSpec("subscription", "name", "pulsar-throttled", "The subscription name this query reads as; subscription quotas are keyed on it.",
+               pattern=r"[A-Za-z0-9_.\-]+", expected="letters, digits, '_', '-', '.'"),
+    OptionSpec("startingOffsets", "start", "latest", "earliest, latest, or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"earliest\" | \"latest\"}; a position is the first entry to read."),
+    _int("startingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
+         "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
+    _bool("failOnDataLoss", True, "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
+    _bool("durableSubscription", False, "true: a durable subscription named by 'subscription' (required then) follows the query's commits, so retention keeps what the query has not read; remove it when retiring the query (pulsar-admin topics unsubscribe)."),
+    _int("pollTimeoutMs", 120_000, 1, f"a positive integer ({MS})", "How long a read task waits for an entry that must exist before failing."),
+    _int("incompleteChunkWaitMs", 60_000, 0, f"a non-negative integer ({MS})",
+         "How long a read task waits for the rest of a chunked message whose first chunk its range holds; then the message is skipped with a WARN naming it (its producer died mid-message)."),
+    _int("adminTimeoutMs", 30_000, 1, f"a positive integer ({MS})", "Timeout of each admin API request."),
+    _int("adminRetryTimeoutMs", 60_000, 0, f"a non-negative integer ({MS}; 0 = no retries)",
+         "How long planning retries admin lookups that fail with a connection error, timeout or HTTP 5xx (e.g. a broker restart), with exponential backoff, once the API has answered at least once; 0: no retries."),
+    _int("metadataRefreshIntervalMs", 1_000, 0, f"a non-negative integer ({MS})",
+         "How long planning reuses partition lists and ledger layouts: the bound on how late new data is seen, and what keeps idle polls off the broker."),
+    _int("maxEntriesPerTrigger", None, 1, "a positive integer (entries)",
+         "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
+    _int("maxRowsPerArrowBatch", 10_000, 1, "a positive integer (rows)", "Rows per Arrow record batch produced by a read task (bounds task memory)."),
+    _int("maxEntriesPerTask", 0, 0, "a non-negative integer (entries; 0 = no split)",
+         "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),
+    _quota("dispatchThrottlingRateInMsg", "Source-wide message quota per period, shared by all partitions of the query (-1: none)."),
+    _quota("dispatchThrottlingRateInByte", "Source-wide byte quota per period (-1: none)."),
+    _quota("dispatchThrottlingRatePerTopicInMsg", "Per-partition topic quota in messages per period, shared by every query on this host (-1: none)."),
+    _quota("dispatchThrottlingRatePerTopicInByte", "Per-partition topic quota in bytes per period (-1: none)."),
+    _quota("dispatchThrottlingRatePerSubscriptionInMsg", "Per-partition quota of this subscription in messages per period (-1: none)."),
+    _quota("dispatchThrottlingRatePerSubscriptionInByte", "Per-partition quota of this subscription in bytes per period (-1: none)."),
+    _int("ratePeriodInSecond", 1, 1, "a positive integer (seconds)", "Length of a quota window in seconds; windows are aligned to the epoch."),
+    _choice("throttlingMode", "precise", ("precise", "batch"),
+            "precise (messages estimated from messages per entry) or batch (one entry counts as one message)."),
+    _bool("preciseDispatcherFlowControl", None, "Pulsar alias: true selects throttlingMode=precise."),
+    _bool("dispatchThrottlingOnBatchMessageEnabled", None, "Pulsar alias: true selects throttlingMode=batch."),
+    _bool("relativeToPublishRate", False, "Quotas are added to each partition's current publish rate (PIP-52)."),
+    _bool("dispatchThrottlingOnNonBacklogConsumerEnabled", True,
+          "false turns throttling off for a partition whose backlog is at most nonBacklogThresholdEntries."),
+    _int("nonBacklogThresholdEntries", 0, 0, "a non-negative integer (entries)",
+         "Backlog (entries) at or under which a partition counts as caught up for auto-off."),
+    _choice("quotaSource", "options", ("options", "broker", "both"),
+            "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
+    _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both."),
+    OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-quota.sqlite", "SQLite file holding the shared quota buckets of this host."),
+    OptionSpec("encryption.privateKeyPath", "key_path", None, "PEM private key (a path readable on every executor) to read end-to-end encrypted topics; without it an encrypted topic fails the query at once, naming it."),
+    OptionSpec("encryption.publicKeyPath", "key_path", None, "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
+    _choice("cryptoFailureAction", "fail", ("fail", "discard", "consume"),
+            "When a message cannot be decrypted: fail (the query fails, naming the entry), discard (skipped by the client, with a WARN), or consume (delivered still encrypted)."),
+    OptionSpec("pulsar.client.*", "prefix", None, "Passed to pulsar.Client (e.g. pulsar.client.operationTimeoutSeconds, pulsar.client.authParams)."),
+    OptionSpec("pulsar.reader.*", "prefix", None, "Passed to Client.create_reader (e.g. pulsar.reader.receiverQueueSize)."),
+    OptionSpec("pulsar.admin.*", "prefix", None, "Admin API settings: pulsar.admin.authParams (token:... / file:...), pulsar.admin.tlsTrustCertsFilePath."),
+)
+
+BY_NAME: dict[str, OptionSpec] = {s.name: s for s in SPECS}
+BY_KEY: dict[str, OptionSpec] = {s.key: s for s in SPECS if s.kind != "prefix"}  # lowercased name -> spec
+PREFIX_OPTIONS: tuple[str, ...] = tuple(s.name[:-1] for s in SPECS if s.kind == "prefix")  # "pulsar.client." ...
+
+# Documented options: name -> (default shown in the README, meaning); what tests and examples check names against.
+OPTIONS: dict[str, tuple[str, str]] = {s.name: (s.readme_default, s.meaning) for s in SPECS}
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """A setting under pulsar.client. / pulsar.admin. that the source reads itself (not passed to pulsar-client)."""
+
+    prefix: str
+    name: str
+    secret: bool  # its value never appears in repr or an error message
+
+    @property
+    def key(self) -> str:
+        """Lowercased, without '_' or '.': the spelling every accepted variant (authParams, auth_params) reduces to."""
+        return self.name.lower()
+
+
+SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("pulsar.client.", "authPluginClassName", False),
+    SettingSpec("pulsar.client.", "authParams", True),
+    SettingSpec("pulsar.client.", "authToken", True),
+    SettingSpec("pulsar.admin.", "authParams", True),
+    SettingSpec("pulsar.admin.", "authPluginClassName", False),
+    SettingSpec("pulsar.admin.", "tlsTrustCertsFilePath", False),
+    SettingSpec("pulsar.admin.", "tlsAllowInsecureConnection", False),
+    SettingSpec("pulsar.admin.", "authToken", True),
+)
+
+
+def settings(prefix: str) -> tuple[SettingSpec, ...]:
+    return tuple(s for s in SETTINGS if s.prefix == prefix)

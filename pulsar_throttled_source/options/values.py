@@ -1,0 +1,131 @@
+"""Read one option by its spec: default when unset, bounds and allowed values from the table.
+
+`opts` is the options mapping with lowercased keys and string values, as parse_options builds it.
+Every error names the option and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlparse
+
+from .spec import BY_NAME, TMP, OptionSpec
+
+Opts = Mapping[str, str]
+
+
+def _spec(name: str, kind: tuple[str, ...]) -> OptionSpec:
+    spec = BY_NAME[name]
+    assert spec.kind in kind, f"{name} is a {spec.kind} option, not {'/'.join(kind)}"
+    return spec
+
+
+def is_set(opts: Opts, name: str) -> bool:
+    """Given with a non-blank value (a blank value counts as unset, as for the readers below)."""
+    return str(opts.get(BY_NAME[name].key, "")).strip() != ""
+
+
+def integer(opts: Opts, name: str) -> int | None:
+    """An int or quota option: the default when unset or blank, else a whole number within the spec's bounds."""
+    spec = _spec(name, ("int", "quota"))
+    raw = opts.get(spec.key)
+    if raw is None or str(raw).strip() == "":
+        return spec.default  # type: ignore[return-value]
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        raise ValueError(f"Option '{name}': '{raw}' is not {spec.expected}.") from None
+    if spec.kind == "quota" and value == -1:
+        return value
+    if spec.minimum is not None and value < spec.minimum:
+        raise ValueError(f"Option '{name}': {value} is not allowed; expected {spec.expected}.")
+    return value
+
+
+def number(opts: Opts, name: str) -> int:
+    """integer() of an option whose default is a number (never None)."""
+    value = integer(opts, name)
+    assert value is not None, name
+    return value
+
+
+def boolean(opts: Opts, name: str) -> bool | None:
+    """true/false in any case; the default (None for the mode aliases) when unset or blank."""
+    return boolean_value(opts.get(BY_NAME[name].key), name, _spec(name, ("bool",)).default)  # type: ignore[arg-type]
+
+
+def boolean_value(raw: str | None, name: str, default: bool | None) -> bool | None:
+    if raw is None or str(raw).strip() == "":
+        return default
+    text = str(raw).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected true or false.")
+
+
+def flag(opts: Opts, name: str) -> bool:
+    """boolean() of an option whose default is true or false."""
+    return bool(boolean(opts, name))
+
+
+def choice(opts: Opts, name: str, *, unset: str | None = None) -> str | None:
+    """One of the spec's allowed values (case-insensitive, returned lowercased).
+
+    Unset or blank gives the spec's default, or `unset` when a rule decides the default (throttlingMode)."""
+    spec = _spec(name, ("choice",))
+    raw = opts.get(spec.key)
+    if raw is None or str(raw).strip() == "":
+        return unset if unset is not None else spec.default  # type: ignore[return-value]
+    text = str(raw).strip().lower()
+    if text not in spec.allowed:
+        raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected one of {', '.join(spec.allowed)}.")
+    return text
+
+
+def url(opts: Opts, name: str) -> str:
+    """A URL with one of the spec's schemes, a host and a valid port; trailing '/' dropped.
+    A given but blank URL is an error, not the default."""
+    spec = _spec(name, ("url",))
+    raw = str(opts.get(spec.key, spec.default)).strip()
+    parsed = urlparse(raw)
+    try:
+        port_ok = parsed.port is None or 0 < parsed.port < 65536
+    except ValueError:
+        port_ok = False
+    if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
+        raise ValueError(f"Option '{name}': '{raw}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+    return raw.rstrip("/")
+
+
+def name_value(opts: Opts, name: str) -> str:
+    """The default when unset; a given value (blank included) must match the spec's pattern."""
+    spec = _spec(name, ("name",))
+    value = str(opts.get(spec.key, spec.default)).strip()
+    if not re.fullmatch(spec.pattern, value):
+        raise ValueError(f"Option '{name}': '{value}' is not allowed; expected {spec.expected}.")
+    return value
+
+
+def path(opts: Opts, name: str) -> str:
+    """A file path; blank means the default, whose <tmp> is the system's temp directory."""
+    spec = _spec(name, ("path",))
+    value = str(opts.get(spec.key, "")).strip()
+    if value:
+        return value
+    default = str(spec.default)
+    return str(Path(tempfile.gettempdir()) / default[len(TMP) + 1:]) if default.startswith(TMP + "/") else default
+
+
+def key_path(opts: Opts, name: str) -> str | None:
+    """A key file path; checked on the driver when it exists there (executors may mount it elsewhere)."""
+    value = str(opts.get(_spec(name, ("key_path",)).key, "")).strip()
+    if not value:
+        return None
+    if value.startswith("file://"):
+        value = value[len("file://"):]
+    if "-----BEGIN" in value:
+        raise ValueError(f"Option '{name}': expected the path of a PEM file readable on every executor, not the key itself.")
+    return value
