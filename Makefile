@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
-.PHONY: demo test unit bench clean install
+.PHONY: demo test lint unit bench clean install
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,12 @@ demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
-test: $(STAMP)
+# Lint (ruff) and types (mypy, configured in pyproject.toml): seconds, and part of every test run.
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)

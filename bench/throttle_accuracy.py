@@ -203,7 +203,7 @@ def plot(results: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(results), 1, figsize=(10, 3.6 * len(results)), squeeze=False)
-    for ax, result in zip(axes[:, 0], results):
+    for ax, result in zip(axes[:, 0], results, strict=True):
         quota, rows = result["quota"], result["rows"]
         w0 = rows[0][0] if rows else 0
         for partition in sorted({p for _, p, _, _ in rows}):

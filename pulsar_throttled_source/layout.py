@@ -35,7 +35,7 @@ class Backlog:
     _cum_bytes: tuple[float, ...] = field(repr=False, default=())
 
     @classmethod
-    def of(cls, runs: list[tuple[int, int, int, float]]) -> "Backlog":
+    def of(cls, runs: list[tuple[int, int, int, float]]) -> Backlog:
         cum_e, cum_b, e, b = [], [], 0, 0.0
         for _, _, count, avg in runs:
             e += count
@@ -84,7 +84,7 @@ class PartitionLayout:
     open_ledger: int | None = None  # the ledger the broker writes to now (every older one is closed)
 
     @classmethod
-    def from_internal_stats(cls, partition: str, stats: dict[str, Any]) -> "PartitionLayout":
+    def from_internal_stats(cls, partition: str, stats: dict[str, Any]) -> PartitionLayout:
         raw = stats.get("ledgers") or []
         last_confirmed = EntryPosition.parse(str(stats.get("lastConfirmedEntry", "-1:-1")), f"internalStats of {partition}")
         ledgers: list[LedgerInfo] = []

@@ -26,7 +26,7 @@ class EntryPosition:
         return {"ledgerId": self.ledger_id, "entryId": self.entry_id}
 
     @classmethod
-    def from_json(cls, value: Any, where: str) -> "EntryPosition":
+    def from_json(cls, value: Any, where: str) -> EntryPosition:
         if not isinstance(value, Mapping) or set(value) != {"ledgerId", "entryId"}:
             raise ValueError(f"{where}: expected an object {{\"ledgerId\": <int>, \"entryId\": <int>}}, got {value!r}")
         ledger, entry = value["ledgerId"], value["entryId"]
@@ -35,7 +35,7 @@ class EntryPosition:
         return cls(ledger, entry)
 
     @classmethod
-    def parse(cls, text: str, where: str) -> "EntryPosition":
+    def parse(cls, text: str, where: str) -> EntryPosition:
         """Parse the broker's "ledger:entry" form (internalStats lastConfirmedEntry)."""
         try:
             ledger, entry = text.split(":")

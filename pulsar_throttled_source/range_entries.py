@@ -89,7 +89,7 @@ class EntryMetadata:
     encrypted: bool = False
 
     @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> "EntryMetadata":
+    def from_headers(cls, headers: Mapping[str, str]) -> EntryMetadata:
         h = {k.lower(): v for k, v in headers.items()}
 
         def flag(name: str) -> bool:

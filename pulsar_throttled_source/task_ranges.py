@@ -8,6 +8,7 @@ is gone (data loss) from one it must wait for.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import pairwise
 
 from .catalog import CatalogSnapshot
 from .layout import PartitionLayout
@@ -43,7 +44,7 @@ def task_ranges(starts: dict[str, EntryPosition], ends: dict[str, EntryPosition]
         if step > 0 and backlog.entries > step and backlog.position_after(s, backlog.entries) == e:
             bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
         bounds.append(e)
-        for lo, hi in zip(bounds, bounds[1:]):
+        for lo, hi in pairwise(bounds):
             runs = layout.backlog_after(lo, hi).runs
             out.append(PartitionRange(partition, index, lo, hi, sum(r[2] for r in runs), config,
                                       tuple((ledger, first, count) for ledger, first, count, _ in runs)))

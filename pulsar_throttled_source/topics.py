@@ -20,7 +20,7 @@ class TopicName:
     local: str
 
     @classmethod
-    def parse(cls, name: str, option: str = "topic") -> "TopicName":
+    def parse(cls, name: str, option: str = "topic") -> TopicName:
         """Accept `persistent://t/ns/x`, `t/ns/x` or a short `x` (public/default), as Pulsar does."""
         text = name.strip()
         if not text:
@@ -53,7 +53,7 @@ class TopicName:
     def namespace_name(self) -> str:
         return f"{self.tenant}/{self.namespace}"
 
-    def partition(self, index: int) -> "TopicName":
+    def partition(self, index: int) -> TopicName:
         return TopicName(self.domain, self.tenant, self.namespace, f"{self.local}-partition-{index}")
 
     @property
@@ -63,7 +63,7 @@ class TopicName:
         return int(match["index"]) if match else -1
 
     @property
-    def base(self) -> "TopicName":
+    def base(self) -> TopicName:
         """The partitioned topic a partition belongs to (itself when not a partition)."""
         match = PARTITION_SUFFIX.match(self.local)
         return TopicName(self.domain, self.tenant, self.namespace, match["base"]) if match else self

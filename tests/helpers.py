@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass
 
@@ -71,7 +72,7 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, pr
             ids[i] = producer.send(body, **args)
     producer.flush()
     producer.close()
-    for (body, key, props), mid in zip(payloads, ids):
+    for (body, key, props), mid in zip(payloads, ids, strict=True):
         assert mid is not None
         sent.append(Sent(body, key, props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
     return sent
@@ -88,7 +89,7 @@ def unload_bundles(admin: TopicAdmin, namespace: str) -> int:
     bundles = requests.get(f"{admin.base}/admin/v2/namespaces/{namespace}/bundles", timeout=30)
     bundles.raise_for_status()
     bounds = bundles.json()["boundaries"]
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in itertools.pairwise(bounds):
         requests.put(f"{admin.base}/admin/v2/namespaces/{namespace}/{lo}_{hi}/unload", timeout=60).raise_for_status()
     return len(bounds) - 1
 

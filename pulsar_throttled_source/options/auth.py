@@ -31,11 +31,11 @@ def auth_params(raw: str | None, option: str) -> Secret | None:
         return Secret(token)
     if text.startswith("{"):
         try:
-            token = json.loads(text).get("token")
+            found = json.loads(text).get("token")
         except (json.JSONDecodeError, AttributeError):
-            token = None
-        if token:
-            return Secret(str(token))
+            found = None
+        if found:
+            return Secret(str(found))
     raise ValueError(f"Option '{option}': expected 'token:<jwt>', 'file:///path/to/token' or {{\"token\": \"...\"}} (value not shown).")
 
 

@@ -18,9 +18,9 @@ from collections import Counter
 
 import pulsar
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 from conftest import MAX_MESSAGE_SIZE
 from helpers import Sent, create_topic, produce, wait_until
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, identity, sent_identity, source_options, start_collecting, wait_caught_up
 
 from pulsar_throttled_source.layout import PartitionLayout
@@ -162,7 +162,7 @@ def test_chunked_from_two_producers_at_once(spark, broker, admin, tmp_path, uniq
         topic = create_topic(admin, f"chunked-two-{unique}-{attempt}", 0)
         # Two connections, both producers ready before either sends: then their chunks interleave.
         clients = [pulsar.Client(broker.service_url, logger=_quiet()) for _ in range(2)]
-        producers = {side: chunked_producer(c, topic, f"{side}-{unique}-{attempt}") for side, c in zip(("left", "right"), clients)}
+        producers = {side: chunked_producer(c, topic, f"{side}-{unique}-{attempt}") for side, c in zip(("left", "right"), clients, strict=True)}
         start = threading.Barrier(2)
         results: dict[str, list[Sent]] = {}
 
@@ -173,7 +173,7 @@ def test_chunked_from_two_producers_at_once(spark, broker, admin, tmp_path, uniq
         threads = [threading.Thread(target=write, args=(side,)) for side in producers]
         [t.start() for t in threads]
         [t.join() for t in threads]
-        for producer, client in zip(producers.values(), clients):
+        for producer, client in zip(producers.values(), clients, strict=True):
             producer.close()
             client.close()
         sent = results["left"] + results["right"]

@@ -7,8 +7,17 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce, trim_everything, trim_until, wait_until
-from streaming import (Collected, entry_of, failure_of, identity, read_stream, sent_identity, source_options, start_collecting,
-                       wait_caught_up)
+from streaming import (
+    Collected,
+    entry_of,
+    failure_of,
+    identity,
+    read_stream,
+    sent_identity,
+    source_options,
+    start_collecting,
+    wait_caught_up,
+)
 
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.positions import EntryPosition

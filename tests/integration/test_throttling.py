@@ -142,7 +142,7 @@ def per_window_ok(batches: list[Batch], measure, limit: float, period_s: int = P
     worst = ""
     for choice in itertools.product(*(b.planned_windows(period_s) for b in ambiguous)):
         totals = dict(fixed)
-        for b, w in zip(ambiguous, choice):
+        for b, w in zip(ambiguous, choice, strict=True):
             for p in b.entries:
                 totals[(w, p)] = totals.get((w, p), 0.0) + measure(b, p)
         over = {k: v for k, v in totals.items() if v > limit + 1e-9}

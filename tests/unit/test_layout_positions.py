@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from pulsar_throttled_source.admission import split_proportionally
 from pulsar_throttled_source.layout import PartitionLayout
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
-from pulsar_throttled_source.admission import split_proportionally
 from pulsar_throttled_source.topics import TopicName, partition_sort_key
 
 

@@ -4,6 +4,7 @@ Against a real broker the same paths run in tests/integration; here each rule is
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -151,7 +152,7 @@ def test_tasks_of_at_most_max_entries_per_task_cover_the_range_exactly(tmp_path)
     assert [t.entries for t in by_partition[P1]] == [2]
     chain = by_partition[P0]
     assert chain[0].start == EntryPosition(5, -1) and chain[-1].end == EntryPosition(7, 5)
-    assert all(a.end == b.start for a, b in zip(chain, chain[1:]))  # contiguous, no overlap
+    assert all(a.end == b.start for a, b in itertools.pairwise(chain))  # contiguous, no overlap
     assert chain[1].runs == ((5, 5, 2), (7, 0, 3))
 
 

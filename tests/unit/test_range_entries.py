@@ -5,7 +5,13 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from pulsar_throttled_source.range_entries import EntryMetadata, OpenTransactionError, RangeAccount, RangeCursor, first_chunk_position
+from pulsar_throttled_source.range_entries import (
+    EntryMetadata,
+    OpenTransactionError,
+    RangeAccount,
+    RangeCursor,
+    first_chunk_position,
+)
 
 RUNS = ((7, 3, 3), (9, 0, 2))  # 7:3 7:4 7:5 9:0 9:1
 

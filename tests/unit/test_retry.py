@@ -11,8 +11,15 @@ import pytest
 from pulsar_throttled_source import client_cache
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.retry import (GaveUp, Outage, admin_failure_retried, call_with_retries, client_error_transient,
-                                           http_status_transient, ownership_moving)
+from pulsar_throttled_source.retry import (
+    GaveUp,
+    Outage,
+    admin_failure_retried,
+    call_with_retries,
+    client_error_transient,
+    http_status_transient,
+    ownership_moving,
+)
 
 
 class FakeClock:
