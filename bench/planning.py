@@ -26,9 +26,9 @@ from pathlib import Path
 import pulsar
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from pulsar_throttled_source.admission import UNLIMITED_ROWS
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.planning.admission import UNLIMITED_ROWS
 from pulsar_throttled_source.stream import PulsarStreamReader
 from pulsar_throttled_source.topics import TopicName
 

@@ -75,7 +75,7 @@ def spark_floor_source(rows: int, partitions: int) -> type:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-    from pulsar_throttled_source.arrow_rows import ARROW_SCHEMA, SPARK_SCHEMA_DDL
+    from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, SPARK_SCHEMA_DDL
 
     class FloorReader(DataSourceStreamReader):
         def initialOffset(self) -> dict:

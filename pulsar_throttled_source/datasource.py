@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
-from .arrow_rows import SPARK_SCHEMA_DDL
 from .options import parse_options
+from .reading.arrow_rows import SPARK_SCHEMA_DDL
 from .stream import PulsarStreamReader
 
 

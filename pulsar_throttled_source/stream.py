@@ -19,21 +19,21 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from .admin import PulsarAdmin
-from .admission import UNLIMITED_ROWS, BatchAdmission
-from .catalog import PartitionCatalog
 from .console_log import enable_console_log
-from .data_loss import DataLossPolicy
-from .durable_cursor import DurableCursor
+from .metadata.admin import PulsarAdmin
+from .metadata.catalog import PartitionCatalog
+from .metadata.durable_cursor import DurableCursor
+from .metadata.policies import BrokerPolicies
 from .options import SourceOptions
-from .policies import BrokerPolicies
+from .planning.admission import UNLIMITED_ROWS, BatchAdmission
+from .planning.data_loss import DataLossPolicy
+from .planning.progress import backlog_report
+from .planning.publish_rates import PublishRateTracker
+from .planning.start_positions import resolve_start
+from .planning.task_ranges import task_ranges
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
-from .progress import backlog_report
-from .publish_rates import PublishRateTracker
-from .read import read_range
-from .read_task import ClientConfig, PartitionRange
-from .start_positions import resolve_start
-from .task_ranges import task_ranges
+from .reading.read import read_range
+from .reading.task import ClientConfig, PartitionRange
 from .throttling.engine import QuotaEngine
 
 log = logging.getLogger(__name__)

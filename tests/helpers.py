@@ -10,7 +10,7 @@ import pulsar
 import requests
 from topic_admin import TopicAdmin
 
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
 

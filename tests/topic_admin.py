@@ -1,12 +1,12 @@
 """The admin calls only tests and benchmarks make: create, grow and delete topics, set dispatch-rate
 and retention policies, trim and unload topics, read a partition's last message id. The source
-itself only looks things up (pulsar_throttled_source.admin)."""
+itself only looks things up (pulsar_throttled_source.metadata.admin)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pulsar_throttled_source.admin import PulsarAdmin
+from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.topics import TopicName
 
 

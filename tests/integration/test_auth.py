@@ -30,12 +30,12 @@ from streaming import Collected, failure_of, identity, read_stream, sent_identit
 from topic_admin import TopicAdmin
 
 from pulsar_throttled_source import local_broker
-from pulsar_throttled_source.admin import PulsarAdmin
-from pulsar_throttled_source.admin_http import AdminError
 from pulsar_throttled_source.local_broker import LocalBroker, make_token
+from pulsar_throttled_source.metadata.admin import PulsarAdmin
+from pulsar_throttled_source.metadata.admin_http import AdminError
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
-from pulsar_throttled_source.read_task import PartitionRange
+from pulsar_throttled_source.reading.task import PartitionRange
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 FAIL_BOUND_S = 60

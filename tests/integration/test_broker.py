@@ -9,7 +9,7 @@ import sys
 from helpers import create_topic, produce, wait_until
 
 from pulsar_throttled_source import local_broker
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
 

@@ -23,7 +23,7 @@ from helpers import Sent, create_topic, produce, wait_until
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, identity, sent_identity, source_options, start_collecting, wait_caught_up
 
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.stream import PulsarStreamReader
 from pulsar_throttled_source.topics import TopicName

@@ -9,7 +9,7 @@ from collections import Counter
 from helpers import create_topic, produce, trim_until, wait_until
 from streaming import Collected, identity, sent_identity, source_options, start_collecting
 
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
 

@@ -19,7 +19,7 @@ from streaming import (
     wait_caught_up,
 )
 
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.topics import TopicName
 

@@ -13,14 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from pulsar_throttled_source.admin import PulsarAdmin
-from pulsar_throttled_source.admin_http import AdminError, TopicNotFound, TransactionsDisabled
-from pulsar_throttled_source.entry_lookup import EntryLookup
+from pulsar_throttled_source.metadata.admin import PulsarAdmin
+from pulsar_throttled_source.metadata.admin_http import AdminError, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
+from pulsar_throttled_source.reading.entry_lookup import EntryLookup
+from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 from pulsar_throttled_source.topics import TopicName
 
-LOGGER = "pulsar_throttled_source.admin_http"
+LOGGER = "pulsar_throttled_source.metadata.admin_http"
 # A step: a status, (status, body), (status, body, Location) or (status, body, Location or None, headers).
 Step = int | tuple
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pulsar_throttled_source.admission import split_proportionally
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.layout import PartitionLayout
+from pulsar_throttled_source.planning.admission import split_proportionally
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
 from pulsar_throttled_source.topics import TopicName, partition_sort_key
 
@@ -106,8 +106,8 @@ def _after_trim(cursor: str | None) -> PartitionLayout:
 
 @pytest.mark.parametrize("cursor, lost", [(None, True), ("89:19", False), ("89:25", True)])
 def test_deleted_ledger_is_loss_unless_the_durable_cursor_had_passed_it(cursor, lost):
-    from pulsar_throttled_source.data_loss import DataLossPolicy
-    from pulsar_throttled_source.read_errors import DataLossError
+    from pulsar_throttled_source.planning.data_loss import DataLossPolicy
+    from pulsar_throttled_source.reading.errors import DataLossError
 
     policy = DataLossPolicy("ingest", durable_subscription=cursor is not None, fail_on_data_loss=True)
     layout = _after_trim(cursor)

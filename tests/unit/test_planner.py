@@ -10,12 +10,12 @@ import json
 import pytest
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from pulsar_throttled_source.admission import UNLIMITED_ROWS
-from pulsar_throttled_source.catalog import CatalogSnapshot
-from pulsar_throttled_source.layout import PartitionLayout
+from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
+from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.planning.admission import UNLIMITED_ROWS
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.read_errors import DataLossError
+from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 TOPIC = "persistent://public/default/orders"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from pulsar_throttled_source.range_entries import (
+from pulsar_throttled_source.reading.range_entries import (
     EntryMetadata,
     OpenTransactionError,
     RangeAccount,
@@ -156,7 +156,7 @@ def test_open_transaction_inside_the_range_is_an_error() -> None:
 
 @pytest.mark.parametrize("ledger, entry, first", [(3, 3, (3, 1)), (123456789, 70000, (123456788, 5)), (58, 58, (58, 0))])
 def test_first_chunk_position_matches_the_client(ledger: int, entry: int, first: tuple[int, int]) -> None:
-    from pulsar_throttled_source.arrow_rows import _varint
+    from pulsar_throttled_source.reading.arrow_rows import _varint
 
     def varint(v: int) -> bytes:
         return _varint(v)

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pulsar
 import pytest
 
-from pulsar_throttled_source.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, _varint
+from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, _varint
 
 
 @pytest.mark.parametrize("partition", [-1, 0, 3, 127, 128, 70000])

@@ -8,9 +8,9 @@ import time
 import pulsar
 import pytest
 
-from pulsar_throttled_source import client_cache
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
-from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
+from pulsar_throttled_source.reading import client_cache
+from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 from pulsar_throttled_source.retry import (
     GaveUp,
     Outage,
@@ -165,7 +165,7 @@ def _part(poll_timeout_ms: int) -> PartitionRange:
 def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_client, caplog):
     client, dropped = fake_client
     client.errors = [pulsar.ConnectError("connection refused"), pulsar.ServiceUnitNotReady("not ready")]
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.client_cache")
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.client_cache")
     part = _part(10_000)
     assert client_cache.open_reader(part, "earliest") == "reader"
     assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client

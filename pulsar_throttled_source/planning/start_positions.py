@@ -5,12 +5,12 @@ Offsets hold the last entry read, so every answer is a position *before* the fir
 
 from __future__ import annotations
 
-from .admin import PulsarAdmin
-from .catalog import CatalogSnapshot
-from .layout import PartitionLayout
-from .options import StartSpec
-from .positions import BEFORE_EARLIEST, EntryPosition
-from .topics import TopicName
+from ..metadata.admin import PulsarAdmin
+from ..metadata.catalog import CatalogSnapshot
+from ..metadata.layout import PartitionLayout
+from ..options import StartSpec
+from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..topics import TopicName
 
 
 def before_first(layout: PartitionLayout) -> EntryPosition:

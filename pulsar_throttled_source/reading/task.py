@@ -9,7 +9,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from .positions import EntryPosition
+from ..positions import EntryPosition
 from .range_entries import EntryRuns
 
 

@@ -6,8 +6,8 @@ deltas of its live counters between catalog snapshots follow a producer within o
 
 from __future__ import annotations
 
-from .catalog import CatalogSnapshot, PublishStats
-from .layout import PartitionLayout
+from ..metadata.catalog import CatalogSnapshot, PublishStats
+from ..metadata.layout import PartitionLayout
 
 
 class PublishRateTracker:

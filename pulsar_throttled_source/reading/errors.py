@@ -9,7 +9,7 @@ import logging
 import time
 
 from .range_entries import EncryptedEntryError, OpenTransactionError, Position
-from .read_task import PartitionRange
+from .task import PartitionRange
 
 log = logging.getLogger(__name__)
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import pairwise
 
-from .catalog import CatalogSnapshot
-from .layout import PartitionLayout
-from .positions import BEFORE_EARLIEST, EntryPosition
-from .read_task import ClientConfig, PartitionRange
-from .topics import TopicName
+from ..metadata.catalog import CatalogSnapshot
+from ..metadata.layout import PartitionLayout
+from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..reading.task import ClientConfig, PartitionRange
+from ..topics import TopicName
 
 # (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range
 LossCheck = Callable[[str, PartitionLayout, EntryPosition, EntryPosition], None]

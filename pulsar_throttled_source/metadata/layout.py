@@ -12,7 +12,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from .positions import BEFORE_EARLIEST, EntryPosition
+from ..positions import BEFORE_EARLIEST, EntryPosition
 
 
 @dataclass(frozen=True)

@@ -11,14 +11,14 @@ from collections.abc import Callable, Sequence
 
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
-from .catalog import CatalogSnapshot
-from .layout import Backlog
-from .options import SourceOptions
-from .policies import BrokerPolicies
+from ..metadata.catalog import CatalogSnapshot
+from ..metadata.layout import Backlog
+from ..metadata.policies import BrokerPolicies
+from ..options import SourceOptions
+from ..throttling.engine import QuotaEngine
+from ..throttling.model import Admission, PartitionDemand, Rate
+from ..topics import TopicName
 from .publish_rates import PublishRateTracker, msgs_per_entry
-from .throttling.engine import QuotaEngine
-from .throttling.model import Admission, PartitionDemand, Rate
-from .topics import TopicName
 
 log = logging.getLogger(__name__)
 

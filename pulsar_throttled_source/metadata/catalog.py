@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..positions import EntryPosition
+from ..topics import TopicName, partition_sort_key
 from .admin import PulsarAdmin
 from .admin_http import TopicNotFound, TransactionsDisabled
 from .layout import PartitionLayout
-from .positions import EntryPosition
-from .topics import TopicName, partition_sort_key
 
 log = logging.getLogger(__name__)
 SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")

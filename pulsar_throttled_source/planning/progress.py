@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .catalog import CatalogSnapshot
-from .positions import BEFORE_EARLIEST, EntryPosition
+from ..metadata.catalog import CatalogSnapshot
+from ..positions import BEFORE_EARLIEST, EntryPosition
 from .publish_rates import msgs_per_entry
 
 

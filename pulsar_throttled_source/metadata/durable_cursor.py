@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..topics import TopicName
 from .admin import PulsarAdmin
 from .admin_http import AdminError
-from .positions import BEFORE_EARLIEST, EntryPosition
-from .topics import TopicName
 
 log = logging.getLogger(__name__)
 

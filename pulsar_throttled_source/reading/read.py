@@ -14,13 +14,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds
 from .client_cache import drop_client, open_reader
 from .entry_lookup import EntryLookup
-from .positions import BEFORE_EARLIEST
+from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing, transaction_changed
 from .range_entries import EncryptedEntryError, OpenTransactionError, RangeAccount, first_chunk_position
-from .read_errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing, transaction_changed
-from .read_task import ClientConfig, PartitionRange
+from .task import ClientConfig, PartitionRange
 
 IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..topics import TopicName, namespace_rest_path
 from .admin_http import AdminError, AdminHttp, TopicNotFound
-from .positions import BEFORE_EARLIEST, EntryPosition
-from .topics import TopicName, namespace_rest_path
 
 
 class PulsarAdmin(AdminHttp):

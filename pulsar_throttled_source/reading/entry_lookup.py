@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..topics import TopicName
 from .range_entries import EntryMetadata, Position
-from .read_task import PartitionRange
-from .topics import TopicName
+from .task import PartitionRange
 
 if TYPE_CHECKING:
-    from .admin import PulsarAdmin
+    from ..metadata.admin import PulsarAdmin
 
 
 class EntryLookup:
@@ -44,7 +44,7 @@ class EntryLookup:
 
     def _api(self) -> PulsarAdmin:
         if self._admin is None:
-            from .admin import PulsarAdmin  # only tasks that meet such an entry need requests loaded
+            from ..metadata.admin import PulsarAdmin  # only tasks that meet such an entry need requests loaded
 
             cfg = self._part.config
             # Lookups ride through a broker restart for as long as a read would wait (pollTimeoutMs), on

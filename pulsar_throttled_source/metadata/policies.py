@@ -12,9 +12,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ..throttling.model import Rate
+from ..topics import TopicName
 from .admin import PulsarAdmin
-from .throttling.model import Rate
-from .topics import TopicName
 
 log = logging.getLogger(__name__)
 

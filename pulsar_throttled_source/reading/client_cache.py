@@ -11,8 +11,8 @@ import logging
 import threading
 from typing import Any
 
-from .read_task import ClientConfig, PartitionRange
-from .retry import GaveUp, Outage, call_with_retries, client_error_transient
+from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
+from .task import ClientConfig, PartitionRange
 
 log = logging.getLogger(__name__)
 

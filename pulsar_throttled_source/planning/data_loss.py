@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 
-from .catalog import CatalogSnapshot
-from .layout import PartitionLayout
-from .positions import EntryPosition
-from .read_errors import DataLossError
-from .topics import TopicName
+from ..metadata.catalog import CatalogSnapshot
+from ..metadata.layout import PartitionLayout
+from ..positions import EntryPosition
+from ..reading.errors import DataLossError
+from ..topics import TopicName
 
 log = logging.getLogger(__name__)
 

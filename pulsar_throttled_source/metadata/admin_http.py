@@ -23,7 +23,7 @@ from urllib.parse import urlparse
 
 import requests
 
-from .retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
+from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,12 @@
+"""Metadata: what the broker knows about the topics a query reads, asked over the admin REST API.
+
+Planning never reads messages; it plans from what these modules report:
+- ``admin_http``: the HTTP layer (session, token auth, TLS, owner redirects, error mapping,
+  retries through ``..retry``).
+- ``admin``: the lookups planning and read tasks use (partitions, internal stats, publish stats,
+  policies, transaction buffer, entry headers, subscriptions).
+- ``catalog``: which partitions the query reads and their layouts, cached per refresh interval.
+- ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
+- ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).
+- ``durable_cursor``: the optional durable subscription that follows the query's commits.
+"""
