@@ -1,0 +1,177 @@
+"""The partition catalog and the broker-policy reader on a fake admin API and a fake clock:
+what is asked of the broker, when, and what a snapshot holds."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pulsar_throttled_source.metadata.admin_http import TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.metadata.catalog import PartitionCatalog
+from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.throttling.model import Rate
+from pulsar_throttled_source.topics import TopicName
+
+NS = "persistent://public/default"
+
+
+def internal(ledger: int, entries: int) -> dict:
+    return {"ledgers": [{"ledgerId": ledger, "entries": 0, "size": 0}], "currentLedgerEntries": entries,
+            "currentLedgerSize": entries * 10, "lastConfirmedEntry": f"{ledger}:{entries - 1}", "entriesAddedCounter": entries}
+
+
+class FakeAdmin:
+    """Answers like the admin API for a set of topics; records every call."""
+
+    def __init__(self) -> None:
+        self.partitions: dict[str, int] = {}  # base topic -> partition count (0: non-partitioned)
+        self.entries: dict[str, int] = {}  # partition (or non-partitioned topic) -> entries in ledger 7
+        self.max_read: dict[str, str | None] = {}
+        self.transactions = True
+        self.policies: dict[str, dict | None] = {}
+        self.calls: list[str] = []
+
+    def _need(self, topic: str) -> None:
+        if topic not in self.partitions:
+            raise TopicNotFound(f"Topic {topic} does not exist")
+
+    def partition_count(self, topic: TopicName) -> int:
+        self.calls.append(f"partition_count {topic}")
+        self._need(str(topic))
+        return self.partitions[str(topic)]
+
+    def list_topics(self, namespace: str) -> list[str]:
+        self.calls.append(f"list_topics {namespace}")
+        out = []
+        for base, n in self.partitions.items():
+            out += [f"{base}-partition-{i}" for i in range(n)] if n else [base]
+        return out + [f"{NS}/__change_events", f"{NS}/__transaction_buffer_snapshot"]
+
+    def partitioned_internal_stats(self, topic: TopicName) -> dict[str, dict]:
+        self.calls.append(f"partitioned_internal_stats {topic}")
+        self._need(str(topic))
+        return {f"{topic}-partition-{i}": internal(7, self.entries.get(f"{topic}-partition-{i}", 1))
+                for i in range(self.partitions[str(topic)])}
+
+    def internal_stats(self, topic: TopicName) -> dict:
+        self.calls.append(f"internal_stats {topic}")
+        self._need(str(topic))
+        return internal(7, self.entries.get(str(topic), 1))
+
+    def max_read_position(self, partition: TopicName) -> str | None:
+        self.calls.append(f"max_read_position {partition}")
+        if not self.transactions:
+            raise TransactionsDisabled("not configured with transactionCoordinatorEnabled=true")
+        return self.max_read.get(str(partition))
+
+    def dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict | None:
+        self.calls.append(f"dispatch_rate {topic}")
+        return self.policies.get(f"topic {topic}")
+
+    def subscription_dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict | None:
+        self.calls.append(f"subscription_dispatch_rate {topic}")
+        return self.policies.get(f"subscription {topic}")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def catalog(admin: FakeAdmin, clock: Clock, *topics: str, pattern: str | None = None) -> PartitionCatalog:
+    names = tuple(TopicName.parse(t) for t in topics)
+    regex = re.compile(pattern) if pattern else None
+    return PartitionCatalog(admin, names, regex, "public/default" if pattern else None, 1_000, False, clock)  # type: ignore[arg-type]
+
+
+def test_a_snapshot_is_reused_within_the_refresh_interval_and_the_partition_count_asked_once():
+    admin, clock = FakeAdmin(), Clock()
+    admin.partitions[f"{NS}/t"] = 2
+    cat = catalog(admin, clock, f"{NS}/t")
+    first = cat.snapshot()
+    assert list(first.layouts) == [f"{NS}/t-partition-0", f"{NS}/t-partition-1"]
+    asked = len(admin.calls)
+    clock.now += 0.9
+    assert cat.snapshot() is first and len(admin.calls) == asked  # an idle poll asks nothing
+    clock.now += 0.2
+    admin.partitions[f"{NS}/t"] = 3  # grown: new partitions show in the partitioned stats
+    assert len(cat.snapshot().layouts) == 3
+    assert sum(c.startswith("partition_count") for c in admin.calls) == 1
+    cached = cat.snapshot()
+    assert cat.snapshot(force=True) is not cached  # force refetches
+
+
+def test_a_named_topic_that_never_existed_fails_but_one_deleted_later_drops_out():
+    admin, clock = FakeAdmin(), Clock()
+    with pytest.raises(TopicNotFound):
+        catalog(admin, clock, f"{NS}/missing").snapshot()
+    admin.partitions.update({f"{NS}/a": 0, f"{NS}/b": 0})
+    cat = catalog(admin, clock, f"{NS}/a", f"{NS}/b")
+    assert list(cat.snapshot().layouts) == [f"{NS}/a", f"{NS}/b"]
+    del admin.partitions[f"{NS}/b"]
+    assert list(cat.snapshot(force=True).layouts) == [f"{NS}/a"]  # the planner decides what that means
+
+
+def test_a_pattern_reads_matching_topics_of_the_namespace_skipping_system_topics():
+    admin, clock = FakeAdmin(), Clock()
+    admin.partitions.update({f"{NS}/orders-eu": 2, f"{NS}/orders-us": 0, f"{NS}/payments": 0})
+    cat = catalog(admin, clock, pattern=f"{NS}/orders-.*")
+    assert list(cat.snapshot().layouts) == [f"{NS}/orders-eu-partition-0", f"{NS}/orders-eu-partition-1", f"{NS}/orders-us"]
+    admin.partitions[f"{NS}/orders-apac"] = 0
+    assert f"{NS}/orders-apac" in cat.snapshot(force=True).layouts
+
+
+def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transaction():
+    admin, clock = FakeAdmin(), Clock()
+    t = f"{NS}/tx"
+    admin.partitions[t] = 0
+    admin.entries[t] = 10
+    admin.max_read[t] = "7:3"  # a transaction opened after entry 7:3
+    cat = catalog(admin, clock, t)
+    snap = cat.snapshot()
+    assert snap.readable_end(t) == EntryPosition(7, 3) and snap.layouts[t].latest == EntryPosition(7, 9)
+    assert cat.snapshot(force=True).readable_end(t) == EntryPosition(7, 3)  # asked again: entries lie past the cap
+    admin.max_read[t] = None  # committed: nothing held back any more
+    assert cat.snapshot(force=True).readable_end(t) == EntryPosition(7, 9)
+    assert cat.snapshot(force=True).readable_end(t) == EntryPosition(7, 9)  # nothing new: not asked
+    admin.entries[t] = 12
+    assert cat.snapshot(force=True).readable_end(t) == EntryPosition(7, 11)
+    asked = [c for c in admin.calls if c.startswith("max_read_position")]
+    assert len(asked) == 4
+
+
+def test_a_broker_without_transactions_is_asked_once():
+    admin, clock = FakeAdmin(), Clock()
+    admin.partitions[f"{NS}/plain"] = 0
+    admin.transactions = False
+    cat = catalog(admin, clock, f"{NS}/plain")
+    for n in (5, 6, 7):
+        admin.entries[f"{NS}/plain"] = n
+        assert cat.snapshot(force=True).readable_end(f"{NS}/plain") == EntryPosition(7, n - 1)
+    assert sum(c.startswith("max_read_position") for c in admin.calls) == 1
+
+
+def test_rate_from_policy_treats_zero_or_less_as_no_limit():
+    assert rate_from_policy(None) is None
+    assert rate_from_policy({"dispatchThrottlingRateInMsg": 0, "dispatchThrottlingRateInByte": -1}) is None
+    assert rate_from_policy({"dispatchThrottlingRateInMsg": 50, "dispatchThrottlingRateInByte": 0, "ratePeriodInSecond": 2,
+                             "relativeToPublishRate": True}) == Rate(50, -1, 2, True)
+
+
+def test_broker_policies_are_reread_after_the_refresh_interval():
+    admin, clock = FakeAdmin(), Clock()
+    t = TopicName.parse(f"{NS}/t")
+    admin.policies[f"topic {t}"] = {"dispatchThrottlingRateInMsg": 100, "ratePeriodInSecond": 1}
+    policies = BrokerPolicies(admin, 30_000, clock)  # type: ignore[arg-type]
+    assert policies.rates(t) == (Rate(100, -1, 1, False), None)
+    admin.policies[f"subscription {t}"] = {"dispatchThrottlingRateInByte": 4096, "ratePeriodInSecond": 1}
+    clock.now += 29
+    assert policies.rates(t) == (Rate(100, -1, 1, False), None)  # cached
+    clock.now += 2
+    assert policies.rates(t) == (Rate(100, -1, 1, False), Rate(-1, 4096, 1, False))
+    assert sum(c.startswith("dispatch_rate") for c in admin.calls) == 2

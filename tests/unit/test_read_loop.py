@@ -1,0 +1,117 @@
+"""The executor's read loop on a fake reader (what the Pulsar client would deliver) and fake entry
+lookups (what the admin API says of entries the reader never delivered): exactly the planned
+range, no waiting for entries that will never come, clear errors for those that are gone."""
+
+from __future__ import annotations
+
+import time
+
+import pulsar
+import pytest
+
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
+from pulsar_throttled_source.reading.range_entries import EntryMetadata
+from pulsar_throttled_source.reading.read import _read_messages
+from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
+
+P = "persistent://public/default/t-partition-0"
+
+
+class FakeMessage:
+    def __init__(self, ledger: int, entry: int, index: int = -1) -> None:
+        self._id = pulsar.MessageId(0, ledger, entry, index)
+        self.payload = f"{ledger}:{entry}:{index}".encode()
+
+    def message_id(self) -> pulsar.MessageId:
+        return self._id
+
+    def data(self) -> bytes:
+        return self.payload
+
+    def partition_key(self) -> str:
+        return ""
+
+    def properties(self) -> dict:
+        return {}
+
+    def event_timestamp(self) -> int:
+        return 0
+
+    def publish_timestamp(self) -> int:
+        return 1_700_000_000_000
+
+
+class FakeReader:
+    """Delivers the given messages in order, then times out like the client does."""
+
+    def __init__(self, messages: list[FakeMessage]) -> None:
+        self.queue = list(messages)
+        self.reads = 0
+
+    def read_next(self, timeout_ms: int) -> FakeMessage:
+        self.reads += 1
+        if not self.queue:
+            raise pulsar.Timeout()
+        return self.queue.pop(0)
+
+    def has_message_available(self) -> bool:
+        return bool(self.queue)
+
+
+def task(start: tuple[int, int], end: tuple[int, int], runs, poll_ms: int = 3_000, **config) -> PartitionRange:
+    cfg = ClientConfig("pulsar://x:6650", (), (), None, poll_ms, 10_000, **config)
+    entries = sum(r[2] for r in runs) if runs is not None else -1
+    return PartitionRange(P, 0, EntryPosition(*start), EntryPosition(*end), entries, cfg, runs)
+
+
+def plain(position):  # every entry is an ordinary stored message
+    return EntryMetadata()
+
+
+def values(part: PartitionRange, reader: FakeReader, lookup=plain) -> list[bytes]:
+    return [row["value"] for batch in _read_messages(reader, part, lookup) for row in batch.to_pylist()]
+
+
+def test_exactly_the_planned_entries_without_the_exclusive_start_or_the_next_batch():
+    # The broker delivers the start entry itself (exclusive by our check) and keeps going past the end.
+    reader = FakeReader([FakeMessage(5, e) for e in range(2, 9)])
+    got = values(task((5, 2), (5, 5), ((5, 3, 3),)), reader)
+    assert got == [b"5:3:-1", b"5:4:-1", b"5:5:-1"]
+    assert reader.queue[0].payload == b"5:6:-1" or reader.queue == []  # stopped at the end, not beyond
+
+
+def test_every_message_of_a_batched_end_entry_is_read():
+    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(5, 2, 0)]
+    got = values(task((5, -1), (5, 1), ((5, 0, 2),)), FakeReader(msgs))
+    assert len(got) == 7 and got[-1] == b"5:1:3"
+
+
+def test_a_range_ending_on_a_transaction_marker_ends_without_waiting():
+    # Entry 5:3 is a commit marker: the broker never dispatches it as a message.
+    lookups = {(5, 3): EntryMetadata(marker=True)}
+    started = time.monotonic()
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, e) for e in range(3)]),
+                 lambda pos: lookups.get(pos, EntryMetadata()))
+    assert got == [b"5:0:-1", b"5:1:-1", b"5:2:-1"]
+    assert time.monotonic() - started < 5  # one idle check, not pollTimeoutMs
+
+
+def test_aborted_entries_in_the_middle_are_skipped_and_the_rest_delivered():
+    lookups = {(5, 1): EntryMetadata(aborted=True), (5, 2): EntryMetadata(aborted=True)}
+    msgs = [FakeMessage(5, 0), FakeMessage(5, 3)]  # the broker filters aborted entries out
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryMetadata()))
+    assert got == [b"5:0:-1", b"5:3:-1"]
+
+
+def test_a_planned_entry_that_is_no_longer_stored_is_data_loss_at_once():
+    started = time.monotonic()
+    with pytest.raises(DataLossError, match=r"5:2.*failOnDataLoss=false"):
+        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, 0), FakeMessage(5, 1)]),
+               lambda pos: None if pos >= (5, 2) else EntryMetadata())
+    assert time.monotonic() - started < 5
+
+
+def test_a_stored_entry_that_never_arrives_times_out_naming_the_option():
+    with pytest.raises(ReadTimeout, match=r"pollTimeoutMs=600"):
+        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=600), FakeReader([FakeMessage(5, 0)]))
