@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader
-from pyspark.sql.types import StructType
+from .spark_support import check_spark
 
-from .options import parse_options
-from .reading.arrow_rows import SPARK_SCHEMA_DDL
-from .stream import PulsarStreamReader
+check_spark()  # before anything that needs 4.2's streaming API: one clear error instead of an ImportError
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader  # noqa: E402
+from pyspark.sql.types import StructType  # noqa: E402
+
+from .options import parse_options  # noqa: E402
+from .reading.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
+from .stream import PulsarStreamReader  # noqa: E402
 
 
 class PulsarThrottledDataSource(DataSource):

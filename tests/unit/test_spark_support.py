@@ -1,0 +1,80 @@
+"""Where the package cannot run (an older PySpark, as on Databricks 17.3/18.x LTS), it says so in
+one clear error, and its auto-registration module never breaks other `pyspark_*` data sources:
+Spark's lookup imports them all in one go and skips every one when any import fails."""
+
+from __future__ import annotations
+
+import io
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from pulsar_throttled_source.spark_support import UnsupportedSparkError, check_spark
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("version", ["4.2.0", "4.3.0", "4.9.1.dev0"])
+def test_supported_versions_pass(version):
+    check_spark(version)
+
+
+@pytest.mark.parametrize("version", ["4.1.4", "4.0.1", "3.5.3", "5.0.0"])
+def test_other_versions_fail_naming_the_version_found_and_what_is_supported(version):
+    with pytest.raises(UnsupportedSparkError) as err:
+        check_spark(version)
+    assert f"PySpark {version}" in str(err.value) and "4.2 or newer" in str(err.value)
+
+
+def run(code: str, extra_path: Path | None = None) -> str:
+    env_path = [str(ROOT)] + ([str(extra_path)] if extra_path else [])
+    script = f"import sys; sys.path[:0] = {env_path!r}\n" + textwrap.dedent(code)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def test_on_an_older_pyspark_the_source_registers_and_fails_with_the_reason_when_used():
+    out = run("""
+        import pyspark
+        pyspark.__version__ = "4.1.4"  # as on Databricks 18 LTS
+        import pyspark_pulsar_throttled as hook
+        from pulsar_throttled_source.spark_support import UnsupportedSparkError
+        print(hook.DefaultSource.name())
+        try:
+            hook.DefaultSource({"topic": "t"})
+        except UnsupportedSparkError as e:
+            print("raised:", e)
+    """)
+    name, raised = out.strip().splitlines()
+    assert name == "pulsar-throttled"
+    assert "PySpark 4.1.4" in raised and "4.2 or newer" in raised
+
+
+def test_spark_lookup_still_registers_another_source_when_ours_cannot_import(tmp_path):
+    (tmp_path / "pyspark_zz_other.py").write_text(textwrap.dedent("""
+        from pyspark.sql.datasource import DataSource
+        class DefaultSource(DataSource):
+            @classmethod
+            def name(cls):
+                return "zz-other"
+    """))
+    out = run("""
+        import io, sys
+        from pyspark.sql.worker import lookup_data_sources
+        # Our package cannot import here (as on a PySpark without the 4.2 streaming API).
+        sys.modules["pulsar_throttled_source.datasource"] = None
+        out = io.BytesIO()
+        lookup_data_sources._main(io.BytesIO(), out)
+        sys.stdout.write(out.getvalue().hex())
+    """, tmp_path)
+    data = io.BytesIO(bytes.fromhex(out))
+    names = []
+    for _ in range(struct.unpack(">i", data.read(4))[0]):
+        names.append(data.read(struct.unpack(">i", data.read(4))[0]).decode())
+        data.read(struct.unpack(">i", data.read(4))[0])  # the pickled class
+    assert "zz-other" in names and "pulsar-throttled" in names
