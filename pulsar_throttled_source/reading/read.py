@@ -80,6 +80,12 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     cfg = part.config
     start = (part.start.ledger_id, part.start.entry_id)
     end = (part.end.ledger_id, part.end.entry_id)
+    # The range's last entry: its batch is read to the end. An end "before ledger L" (L, -1) names
+    # no entry; the planned runs say which entry is the last one.
+    last_entry = end
+    if part.runs:
+        ledger, first, count = part.runs[-1]
+        last_entry = (ledger, first + count - 1)
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
     # returns the native message directly, which halves the per-message cost on this hot path.
     raw_read = getattr(reader, "_reader", reader).read_next
@@ -153,7 +159,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 else:
                     # The exclusive start entry (or earlier) is delivered by the broker; skip it.
                     skip = key <= start
-                in_end_entry = position == end
+                in_end_entry = position == last_entry
                 last_pos = position
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
                 ids.new_entry(mid, index)

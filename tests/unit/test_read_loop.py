@@ -115,3 +115,16 @@ def test_a_planned_entry_that_is_no_longer_stored_is_data_loss_at_once():
 def test_a_stored_entry_that_never_arrives_times_out_naming_the_option():
     with pytest.raises(ReadTimeout, match=r"pollTimeoutMs=600"):
         values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=600), FakeReader([FakeMessage(5, 0)]))
+
+
+def test_every_message_of_the_last_batched_entry_is_read_when_the_range_ends_before_the_next_ledger():
+    # Planning checkpoints a range that ends a closed ledger as "before ledger 8" (8, -1).
+    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(8, 0, 0)]
+    got = values(task((5, -1), (8, -1), ((5, 0, 2),)), FakeReader(msgs))
+    assert len(got) == 7 and got[-1] == b"5:1:3"
+
+
+def test_without_an_entry_list_a_range_ending_before_a_ledger_stops_at_that_ledger():
+    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(8, 0, 0), FakeMessage(8, 1, 0)]
+    got = values(task((5, -1), (8, -1), None), FakeReader(msgs))
+    assert got == [b"5:0:0", b"5:0:1", b"5:0:2"]
