@@ -141,20 +141,19 @@ class PartitionLayout:
         return Backlog.of(runs)
 
     def past_ledger_end(self, position: EntryPosition) -> EntryPosition:
-        """`position` as "before the next ledger" when it is the last entry of a closed ledger.
+        """`position` as "before the next ledger" when it is the last entry of a ledger that a
+        later ledger holding entries follows (so the first one is closed and `position` ends it).
 
         The same place in the topic, but an offset that no longer names the ledger: once retention
         deletes that fully read ledger, a restart from here is not mistaken for data loss (nobody
-        could tell afterwards whether the deleted ledger held more entries). The next ledger is the
-        next one holding entries, or the open one (possibly still empty)."""
+        could tell afterwards whether the deleted ledger held more entries). Never "before" an
+        empty ledger: the broker drops a ledger that closes empty (an unload, a restart), and an
+        offset naming it would then look like loss."""
         if position.ledger_id == self.open_ledger:
             return position  # the open ledger may still grow
-        for i, ledger in enumerate(self.ledgers):
+        for ledger, following in zip(self.ledgers, self.ledgers[1:], strict=False):
             if ledger.ledger_id == position.ledger_id:
-                if position.entry_id != ledger.entries - 1:
-                    return position
-                following = self.ledgers[i + 1].ledger_id if i + 1 < len(self.ledgers) else self.open_ledger
-                return position if following is None or following <= ledger.ledger_id else EntryPosition(following, -1)
+                return EntryPosition(following.ledger_id, -1) if position.entry_id == ledger.entries - 1 else position
         return position
 
     def stores(self, position: EntryPosition) -> bool:

@@ -84,8 +84,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     # no entry; the planned runs say which entry is the last one.
     last_entry = end
     if part.runs:
-        ledger, first, count = part.runs[-1]
-        last_entry = (ledger, first + count - 1)
+        run_ledger, run_first, run_count = part.runs[-1]
+        last_entry = (run_ledger, run_first + run_count - 1)
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
     # returns the native message directly, which halves the per-message cost on this hot path.
     raw_read = getattr(reader, "_reader", reader).read_next
