@@ -33,15 +33,16 @@ def task_ranges(starts: dict[str, EntryPosition], ends: dict[str, EntryPosition]
             # A batch re-run after a restart was planned on an older layout: entries of it deleted
             # since are not in this one, so they are reported here, as planning would.
             check_loss(partition, layout, s, e)
-        # (An end "before the open ledger" is where this layout ends, not past it.)
-        if layout is None or layout.past_ledger_end(layout.latest) < e:
+        if layout is None or layout.latest < e:
             # Planned on a newer layout than this snapshot shows: read without an entry list.
             out.append(PartitionRange(partition, index, s, e, -1, config))
             continue
         backlog = layout.backlog_after(s, e)
         step = max_entries_per_task
         bounds = [s]
-        if step > 0 and backlog.entries > step and backlog.position_after(s, backlog.entries) == e:
+        last = backlog.position_after(s, backlog.entries)
+        # Split only a range this layout holds exactly (its end may be "before the next ledger").
+        if step > 0 and backlog.entries > step and e in (last, layout.past_ledger_end(last)):
             bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
         bounds.append(e)
         for lo, hi in pairwise(bounds):

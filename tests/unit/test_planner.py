@@ -182,3 +182,13 @@ def test_a_batch_that_ends_the_last_closed_ledger_keeps_its_offset_while_the_ope
     assert r.latestOffset(end, unlimited()) == end  # caught up: no empty batch
     catalog.set(layout(P0, [(5, 10), (11, 4)]))  # 9 dropped empty after an unload; 4 new entries in 11
     assert positions(r.latestOffset(end, unlimited())) == {P0: (11, 3)}  # no loss reported
+
+
+def test_max_entries_per_task_also_splits_a_range_that_ends_before_the_next_ledger(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 7), (7, 6)])), maxEntriesPerTask=5)
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadMaxRows(7))
+    assert positions(end) == {P0: (7, -1)}
+    tasks = r.partitions(start, end)
+    assert [t.entries for t in tasks] == [5, 2] and tasks[-1].end == EntryPosition(7, -1)
+    assert tasks[-1].runs == ((5, 5, 2),)
