@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
-	$(PY) -m pip install -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[spark,test,bench]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 install: $(STAMP)

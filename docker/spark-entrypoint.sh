@@ -7,7 +7,7 @@ set -euo pipefail
 rm -rf /tmp/src && mkdir -p /tmp/src
 cp -r /workspace/pyproject.toml /workspace/README.md /workspace/pyspark_pulsar_throttled.py /workspace/pulsar_throttled_source /tmp/src/
 # PIP_BREAK_SYSTEM_PACKAGES: the container is disposable; newer pips refuse system installs without it.
-PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-cache-dir /tmp/src
+PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-cache-dir "/tmp/src[spark]"
 
 # Use the pip-installed PySpark (>= 4.2), not the image's /opt/spark (4.0.x).
 unset PYTHONPATH
