@@ -3,12 +3,18 @@ workers, and a client costs a connection handshake and threads), and opening rea
 
 A client that failed (the broker restarted, a connection broke) is dropped, so the next attempt
 or Spark's retry of the task starts from a fresh one.
+
+The cache pickles as a new, empty cache: a package shipped by
+value (`cloudpickle.register_pickle_by_value`) carries this module's globals to every task, and a
+lock or a client cannot be pickled. A copy shipped that way lives as long as its task and closes
+its clients when it is collected.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import weakref
 from typing import Any
 
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
@@ -17,25 +23,57 @@ from .task import ClientConfig, PartitionRange
 log = logging.getLogger(__name__)
 
 DEFAULT_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while Python converts rows
-_clients: dict[tuple[Any, ...], Any] = {}
-_clients_lock = threading.Lock()
+
+
+class ClientCache:
+    """Pulsar clients by configuration, for one process (or one task, when shipped by value)."""
+
+    def __init__(self) -> None:
+        self._clients: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+        # Closed when a by-value copy is collected; at exit nothing is closed, as a process cache never was.
+        weakref.finalize(self, _close_all, self._clients).atexit = False
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return ClientCache, ()  # never a lock or a live client in a pickle
+
+    def client(self, config: ClientConfig) -> Any:
+        import pulsar
+
+        key = config.cache_key()
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                kwargs = dict(config.client_kwargs)
+                if config.auth_token:
+                    kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
+                kwargs.setdefault("logger", _quiet_logger())
+                client = pulsar.Client(config.service_url, **kwargs)
+                self._clients[key] = client
+            return client
+
+    def drop(self, config: ClientConfig) -> None:
+        with self._lock:
+            client = self._clients.pop(config.cache_key(), None)
+        if client is not None:
+            _close_all({"dropped": client})
+
+
+def _close_all(clients: dict[Any, Any]) -> None:
+    for client in list(clients.values()):
+        try:
+            client.close()
+        except Exception:  # closing a broken client may fail; nothing else to do
+            pass
+    clients.clear()
+
+
+_CACHE = ClientCache()
 
 
 def client_for(config: ClientConfig) -> Any:
     """The worker process's shared pulsar.Client for this configuration."""
-    import pulsar
-
-    key = config.cache_key()
-    with _clients_lock:
-        client = _clients.get(key)
-        if client is None:
-            kwargs = dict(config.client_kwargs)
-            if config.auth_token:
-                kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
-            kwargs.setdefault("logger", _quiet_logger())
-            client = pulsar.Client(config.service_url, **kwargs)
-            _clients[key] = client
-        return client
+    return _CACHE.client(config)
 
 
 def _quiet_logger() -> logging.Logger:
@@ -47,13 +85,7 @@ def _quiet_logger() -> logging.Logger:
 
 def drop_client(config: ClientConfig) -> None:
     """Forget a client that failed (e.g. broker restarted) so the next task makes a new one."""
-    with _clients_lock:
-        client = _clients.pop(config.cache_key(), None)
-    if client is not None:
-        try:
-            client.close()
-        except Exception:  # closing a broken client may fail; nothing else to do
-            pass
+    _CACHE.drop(config)
 
 
 def open_reader(part: PartitionRange, start_id: Any) -> Any:

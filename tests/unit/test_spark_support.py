@@ -78,3 +78,26 @@ def test_spark_lookup_still_registers_another_source_when_ours_cannot_import(tmp
         names.append(data.read(struct.unpack(">i", data.read(4))[0]).decode())
         data.read(struct.unpack(">i", data.read(4))[0])  # the pickled class
     assert "zz-other" in names and "pulsar-throttled" in names
+
+
+def test_the_read_path_can_be_shipped_by_value_with_a_live_client_cached():
+    """Where the package is not installed on the workers, users ship it by value
+    (`cloudpickle.register_pickle_by_value`): nothing in the read path may hold an unpicklable
+    module global (a lock, a live client)."""
+    out = run("""
+        import pulsar_throttled_source
+        from pyspark import cloudpickle
+        from pulsar_throttled_source.reading import client_cache
+        from pulsar_throttled_source.reading.read import read_range
+        from pulsar_throttled_source.reading.task import ClientConfig
+
+        config = ClientConfig(service_url="pulsar://127.0.0.1:1", client_kwargs=(), reader_kwargs=(), auth_token=None,
+                              poll_timeout_ms=1000, max_rows_per_batch=10)
+        live = client_cache.client_for(config)  # the driver process has used the cache
+        cloudpickle.register_pickle_by_value(pulsar_throttled_source)
+        shipped = cloudpickle.loads(cloudpickle.dumps(read_range))
+        cache = shipped.__globals__["drop_client"].__globals__["_CACHE"]
+        print("RESULT", type(cache).__name__, len(cache._clients), client_cache.client_for(config) is live)
+    """)
+    (result,) = [line for line in out.splitlines() if line.startswith("RESULT ")]
+    assert result.split() == ["RESULT", "ClientCache", "0", "True"]
