@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-MARKERS = (b"org.apache.pulsar.PulsarStandaloneStarter", b"org.apache.spark.deploy.SparkSubmit")
+MARKERS = (b"org.apache.pulsar.PulsarStandaloneStarter", b"org.apache.spark.deploy.SparkSubmit",
+           b"org.apache.spark.deploy.master.Master", b"org.apache.spark.deploy.worker.Worker",
+           b"org.apache.spark.executor.")
 
 
 def leftovers(run_id: str) -> list[str]:

@@ -1,0 +1,62 @@
+"""Issue 15: Spark Connect, as Databricks serverless and shared compute run notebooks. The package
+is installed where the server runs; the client only names the format. A throttled
+processing-time read delivers every message once, in several quota-sized batches."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import Counter
+
+import pytest
+from helpers import create_topic, produce
+from spark_services import spark_env, start_connect_server
+
+CLIENT = textwrap.dedent("""
+    import json, sys, time
+    from pyspark.sql import SparkSession
+
+    remote, service_url, admin_url, topic, checkpoint, expected = sys.argv[1:7]
+    spark = SparkSession.builder.remote(remote).getOrCreate()
+    df = (spark.readStream.format("pulsar-throttled")
+          .option("service.url", service_url).option("admin.url", admin_url).option("topic", topic)
+          .option("startingOffsets", "earliest").option("throttlingMode", "batch")
+          .option("dispatchThrottlingRatePerTopicInMsg", "5").option("quotaStatePath", checkpoint + ".quota")
+          .load())
+    query = (df.writeStream.format("memory").queryName("connect_rows").option("checkpointLocation", checkpoint)
+             .trigger(processingTime="500 milliseconds").start())
+    deadline = time.monotonic() + 120
+    while spark.sql("select count(*) from connect_rows").collect()[0][0] < int(expected) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.5)  # a few more triggers with nothing new: a duplicate would show up here
+    query.stop()
+    values = [r.value.decode() for r in spark.sql("select value from connect_rows").collect()]
+    sizes = [p.numInputRows for p in query.recentProgress if p.numInputRows]
+    print("RESULT " + json.dumps({"values": values, "batch_sizes": sizes}))
+    spark.stop()
+""")
+
+
+@pytest.fixture(scope="module")
+def connect_url(tmp_path_factory: pytest.TempPathFactory):
+    url, server = start_connect_server(tmp_path_factory.mktemp("connect"))
+    yield url
+    server.stop()
+
+
+def test_throttled_read_through_spark_connect(connect_url, broker, admin, pulsar_client, unique, tmp_path):
+    topic = create_topic(admin, f"connect-{unique}", 2)
+    sent = produce(pulsar_client, topic, 60, batch=2, prefix="c")  # 15 entries per partition
+    script = tmp_path / "client.py"
+    script.write_text(CLIENT)
+    done = subprocess.run([sys.executable, str(script), connect_url, broker.service_url, broker.admin_url, topic,
+                           str(tmp_path / "chk"), str(len(sent))],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path, env=spark_env())
+    assert done.returncode == 0, done.stderr[-4000:]
+    result = json.loads(done.stdout.split("RESULT ", 1)[1])
+
+    assert Counter(result["values"]) == Counter(s.payload.decode() for s in sent)
+    # 5 entries (10 messages) per partition per period: 20 messages at most per batch, 3 batches at least.
+    assert len(result["batch_sizes"]) >= 3 and max(result["batch_sizes"]) <= 20, result["batch_sizes"]
