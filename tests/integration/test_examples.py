@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import create_topic, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -33,37 +30,7 @@ def python_errors(log: str) -> str:
     return "\n".join(lines)[-6000:]
 
 
-def test_throttled_ingest_copies_topic_into_parquet_exactly(broker, admin, pulsar_client, unique, tmp_path):
-    import pyarrow.parquet as pq
-
-    topic = create_topic(admin, f"ingest-{unique}", 2)
-    sent = produce(pulsar_client, topic, 200, batch=10, prefix="batched")  # 10 entries per partition
-    sent += produce(pulsar_client, topic, 160, prefix="single")  # +80 entries per partition, 2 ledgers each
-    output, checkpoint = tmp_path / "parquet", tmp_path / "checkpoint"
-    cmd = [
-        str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
-        "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
-        str(EXAMPLES / "throttled_ingest.py"),
-        "--service-url", broker.service_url, "--admin-url", broker.admin_url,
-        "--topic", topic, "--starting-offsets", "earliest",
-        "--mode", "batch", "--topic-rate-msgs", "40", "--trigger", "availableNow",
-        "--checkpoint", str(checkpoint), "--output", str(output),
-        "--option", f"quotaStatePath={tmp_path / 'quota.sqlite'}",
-    ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240, env=spark_env(), cwd=tmp_path)
-    (tmp_path / "spark-submit.log").write_text(proc.stdout + proc.stderr)
-    assert proc.returncode == 0, f"spark-submit failed, full log in {tmp_path / 'spark-submit.log'}:\n" + python_errors(proc.stderr)
-    assert "Done: 360 messages" in proc.stdout, proc.stdout[-2000:]
-    batches = int(proc.stdout.split("Done: 360 messages in ")[1].split()[0])
-    assert batches >= 3, "90 entries per partition at 40 entries per period need at least 3 micro-batches"
-
-    table = pq.read_table(output)  # _spark_metadata is skipped: names starting with '_' are ignored
-    values = Counter(bytes(v) for v in table.column("value").to_pylist())
-    duplicates = [v for v, n in values.items() if n > 1]
-    assert not duplicates, f"{len(duplicates)} duplicated payloads, e.g. {duplicates[:3]}"
-    assert table.num_rows == len(sent) == 360
-    assert set(values) == {s.payload for s in sent}
-    assert set(table.column("topic").to_pylist()) == {f"{topic}-partition-0", f"{topic}-partition-1"}
+# The spark-submit example itself runs in test_cluster.py, on a real standalone cluster.
 
 
 @pytest.mark.parametrize("text, expected", [
