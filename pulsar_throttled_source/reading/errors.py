@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import time
 
-from .range_entries import EncryptedEntryError, OpenTransactionError, Position
+from .range_entries import EncryptedEntryError, Position
 from .task import PartitionRange
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,14 @@ def gave_up_waiting(part: PartitionRange, owed: dict[Position, str], since: floa
     return True
 
 
-def read_timeout(part: PartitionRange, last: Position) -> ReadTimeout:
+def read_timeout(part: PartitionRange, last: Position, held_back_at: Position | None = None) -> ReadTimeout:
+    if held_back_at is not None:
+        return ReadTimeout(
+            f"Reading {part.partition}: the broker still holds back entry {held_back_at[0]}:{held_back_at[1]} after "
+            f"pollTimeoutMs={part.config.poll_timeout_ms} ms: it lies past the topic's max read position, so the broker "
+            "does not dispatch it. Likely causes: a transaction that stays open (it is dispatched once committed), or the "
+            "topic's transaction buffer not ready on the broker. Check `pulsar-admin transactions transaction-buffer-stats` "
+            "for the topic, or raise 'pollTimeoutMs'.")
     return ReadTimeout(
         f"Reading {part.partition}: the broker reports messages to dispatch, but none arrived within "
         f"pollTimeoutMs={part.config.poll_timeout_ms} ms after entry {last[0]}:{last[1]} (the planned range ends at "
@@ -63,8 +70,3 @@ def encrypted_without_key(part: PartitionRange, error: EncryptedEntryError) -> R
                         "'encryption.privateKeyPath' to the PEM private key (readable on every executor), or "
                         "cryptoFailureAction=discard to skip what cannot be decrypted.")
 
-
-def transaction_changed(part: PartitionRange, error: OpenTransactionError) -> RuntimeError:
-    return RuntimeError(f"Reading {part.partition}: {error}, but the planned range ({part.start}, {part.end}] includes it. "
-                        "Planning holds ranges back at the transaction buffer's max read position, so the topic's "
-                        "transaction state changed under it; Spark retries the batch.")

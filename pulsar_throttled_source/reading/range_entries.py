@@ -104,10 +104,6 @@ class EntryMetadata:
         return self.chunk_id == 0 and self.num_chunks > 1
 
 
-class OpenTransactionError(RuntimeError):
-    pass
-
-
 class EncryptedEntryError(RuntimeError):
     pass
 
@@ -130,6 +126,7 @@ class RangeAccount:
         self.missing: list[Position] = []
         self.skipped = 0
         self._gone_ledgers: set[int] = set()
+        self.held_back_at: Position | None = None  # the last entry the broker reported past its max read position
 
     def saw(self, position: Position, first_chunk: Position | None = None) -> None:
         self.cursor.saw(position)
@@ -149,6 +146,7 @@ class RangeAccount:
         """The reader is idle: look at the next unseen positions in order. Entries the broker never
         dispatches as messages of their own are skipped; stop at one that must still arrive (a
         plain entry, or the last chunk of a message the range owes). True when nothing is left."""
+        self.held_back_at = None
         self._classify_gaps()  # first: the chunked messages owed so far are all known
         while (position := self.cursor.peek()) is not None:
             meta = self._meta(position)
@@ -167,7 +165,12 @@ class RangeAccount:
     def _never_dispatched(self, position: Position, meta: EntryMetadata) -> bool:
         """Record what `position` means; False when it must still arrive as a message."""
         if meta.uncommitted:
-            raise OpenTransactionError(f"entry {position[0]}:{position[1]} belongs to a transaction that is still open")
+            # Past the broker's max read position: an open transaction, or a transaction buffer that
+            # has not caught up with plain entries yet (seen on a topic that never had a transaction).
+            # Either way the broker dispatches it once that position passes it (or it turns out aborted,
+            # which a later look sees), so it is waited for like any entry still coming.
+            self.held_back_at = position
+            return False
         if meta.starts_chunked_message:
             self.owed[position] = meta.uuid  # delivered once its last chunk arrives
             return True

@@ -18,8 +18,8 @@ from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds
 from .client_cache import drop_client, open_reader
 from .entry_lookup import EntryLookup
-from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing, transaction_changed
-from .range_entries import EncryptedEntryError, OpenTransactionError, RangeAccount, first_chunk_position
+from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
+from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
 from .task import ClientConfig, PartitionRange
 
 IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
@@ -129,7 +129,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 if account is not None and done(account.walk()):
                     break
                 if idle_ms >= cfg.poll_timeout_ms and (account is None or not account.cursor.exhausted):
-                    raise read_timeout(part, last_pos) from None
+                    raise read_timeout(part, last_pos, account.held_back_at if account is not None else None) from None
                 continue
             idle_ms = 0
             mid = msg.message_id()
@@ -181,8 +181,6 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 break
     except EncryptedEntryError as e:
         raise encrypted_without_key(part, e) from None
-    except OpenTransactionError as e:
-        raise transaction_changed(part, e) from None
     if columns.rows:
         yield columns.to_batch(part.partition, part.partition_index)
     if account is not None:

@@ -7,7 +7,6 @@ import pytest
 
 from pulsar_throttled_source.reading.range_entries import (
     EntryMetadata,
-    OpenTransactionError,
     RangeAccount,
     RangeCursor,
     first_chunk_position,
@@ -148,10 +147,12 @@ def test_deleted_ledger_is_looked_up_once_and_reported_missing() -> None:
     assert account.missing == [(2, 0), (2, 1), (2, 2)] and broker.asked == [(2, 0), (3, 0)]
 
 
-def test_open_transaction_inside_the_range_is_an_error() -> None:
-    account = RangeAccount(((4, 0, 1),), FakeBroker({(4, 0): EntryMetadata(uncommitted=True)}))
-    with pytest.raises(OpenTransactionError, match="4:0"):
-        account.walk()
+def test_entry_past_the_max_read_position_is_waited_for_then_skipped_if_aborted() -> None:
+    entries = {(4, 0): EntryMetadata(uncommitted=True)}
+    account = RangeAccount(((4, 0, 1),), FakeBroker(entries))
+    assert not account.walk() and account.held_back_at == (4, 0)  # still coming: not an error
+    entries[(4, 0)] = EntryMetadata(aborted=True)  # the transaction aborted: never dispatched
+    assert account.walk()
 
 
 @pytest.mark.parametrize("ledger, entry, first", [(3, 3, (3, 1)), (123456789, 70000, (123456788, 5)), (58, 58, (58, 0))])
