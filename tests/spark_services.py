@@ -27,6 +27,12 @@ def spark_env() -> dict[str, str]:
             "SPARK_LOCAL_IP": "127.0.0.1"}
 
 
+def python_errors(log: str) -> str:
+    """The Python traceback(s) in a spark-submit log, without the JVM's INFO lines and stack frames."""
+    lines = [line for line in log.splitlines() if " INFO " not in line and not line.lstrip().startswith("at ")]
+    return "\n".join(lines)[-6000:]
+
+
 class SparkService:
     """One JVM process (master, worker or Connect server), its log in `log_path`."""
 
@@ -74,7 +80,11 @@ def start_standalone_cluster(log_dir: Path, cores: int = 2, memory: str = "1g") 
     port = free_port()
     master = SparkService("master", [str(BIN / "spark-class"), "org.apache.spark.deploy.master.Master", "--host",
                                      "127.0.0.1", "--port", str(port), "--webui-port", str(free_port())], log_dir)
-    master.wait_for_port(port)
+    try:
+        master.wait_for_port(port)
+    except Exception:
+        master.stop()
+        raise
     url = f"spark://127.0.0.1:{port}"
     worker = SparkService("worker", [str(BIN / "spark-class"), "org.apache.spark.deploy.worker.Worker", url, "--host",
                                      "127.0.0.1", "--cores", str(cores), "--memory", memory, "--webui-port",

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,16 +16,6 @@ def load_example(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def spark_env() -> dict[str, str]:
-    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-
-
-def python_errors(log: str) -> str:
-    """The Python traceback(s) in a spark-submit log, without the JVM's INFO lines and stack frames."""
-    lines = [line for line in log.splitlines() if " INFO " not in line and not line.lstrip().startswith("at ")]
-    return "\n".join(lines)[-6000:]
 
 
 # The spark-submit example itself runs in test_cluster.py, on a real standalone cluster.

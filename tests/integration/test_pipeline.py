@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 from helpers import create_topic, produce
-from spark_services import BIN, spark_env
-from test_examples import EXAMPLES, python_errors
+from spark_services import BIN, python_errors, spark_env
+from test_examples import EXAMPLES
 
 
 def run_pipeline(spec: Path) -> None:
@@ -23,7 +23,8 @@ def run_pipeline(spec: Path) -> None:
     proc = subprocess.run([str(BIN / "spark-pipelines"), "--conf", "spark.sql.catalogImplementation=hive",
                            "run", "--spec", str(spec)], capture_output=True, text=True,
                           timeout=300, env=env, cwd=spec.parent)
-    (spec.parent / "run.log").open("a").write(proc.stdout + proc.stderr)
+    with (spec.parent / "run.log").open("a") as log:
+        log.write(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"spark-pipelines failed, log in {spec.parent / 'run.log'}:\n" + python_errors(proc.stdout + proc.stderr)
 
 
