@@ -1,7 +1,7 @@
 """How long one planning step (`latestOffset`) takes, and whether idle polls reach the broker.
 
 Starts its own LocalBroker, creates topics of 1, 16 and 64 partitions with a backlog spanning
-several ledgers per partition, builds a `PulsarStreamReader` directly (no Spark), and with
+several ledgers per partition, builds a `AdmissionControlStreamReader` directly (no Spark), and with
 quotas on (so the quota engine and its SQLite store run every time) calls
 
     latestOffset(start, ReadMaxRows(...))
@@ -28,8 +28,8 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.planning.admission import UNLIMITED_ROWS
-from pulsar_throttled_source.stream import PulsarStreamReader
+from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
 # Topic management (creating the benchmark's topics) is test support code, not part of the source.
@@ -59,8 +59,8 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int) -> PulsarStreamReader:
-    return PulsarStreamReader(parse_options({
+def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int) -> AdmissionControlStreamReader:
+    return AdmissionControlStreamReader(parse_options({
         "service.url": broker.service_url,
         "admin.url": broker.admin_url,
         "topic": topic,

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from .spark_support import check_spark
+from .spark_support import check_spark, has_admission_control
 
-check_spark()  # before anything that needs 4.2's streaming API: one clear error instead of an ImportError
+check_spark()  # before anything that needs Python data sources: one clear error instead of an ImportError
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
 from .options import parse_options  # noqa: E402
 from .reading.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
-from .stream import PulsarStreamReader  # noqa: E402
 
 
 class PulsarThrottledDataSource(DataSource):
@@ -30,4 +29,10 @@ class PulsarThrottledDataSource(DataSource):
         return SPARK_SCHEMA_DDL
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return PulsarStreamReader(self.parsed)
+        if has_admission_control():
+            from .stream_spark42 import AdmissionControlStreamReader
+
+            return AdmissionControlStreamReader(self.parsed)
+        from .stream_spark40 import LatestOffsetStreamReader
+
+        return LatestOffsetStreamReader(self.parsed)

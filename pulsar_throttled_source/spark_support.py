@@ -1,9 +1,9 @@
 """Which PySpark this package runs on, checked once, with an error that says what to do.
 
-The source needs the admission-control API of Python streaming sources (ReadLimit,
-SupportsTriggerAvailableNow), first released in PySpark 4.2. On an older runtime (Databricks
-17.3 LTS runs Spark 4.0, 18.x LTS Spark 4.1) importing it would otherwise fail deep inside with
-"No module named 'pyspark.sql.streaming.datasource'"; worse, that failure inside Spark's
+The source needs Python streaming data sources (PySpark 4.0+). PySpark 4.2 added admission control
+(ReadLimit, SupportsTriggerAvailableNow), used where present; on 4.0 and 4.1 (Databricks 17.3 LTS
+and 18.x LTS) processing-time triggers are throttled without it (stream_spark40). On an older
+PySpark importing the source would otherwise fail deep inside; worse, that failure inside Spark's
 auto-registration lookup would hide every other `pyspark_*` data source too.
 """
 
@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import re
 
-MINIMUM = (4, 2)
-SUPPORTED = "PySpark 4.2 or newer 4.x (Spark's admission control for Python streaming sources)"
+MINIMUM = (4, 0)
+ADMISSION_CONTROL = (4, 2)
+SUPPORTED = "PySpark 4.x (4.0 or newer: Python streaming data sources)"
 
 
 class UnsupportedSparkError(RuntimeError):
@@ -26,19 +27,28 @@ def parse_version(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
+def installed_version() -> str:
+    try:
+        import pyspark
+    except ImportError:
+        raise UnsupportedSparkError(f"pulsar-throttled needs {SUPPORTED}, and no PySpark is installed in this Python.") from None
+    return pyspark.__version__
+
+
+def has_admission_control(version: str | None = None) -> bool:
+    """True on PySpark 4.2+, whose Python streaming sources get a read limit and AvailableNow."""
+    return parse_version(version or installed_version()) >= ADMISSION_CONTROL
+
+
 def check_spark(version: str | None = None) -> None:
     """Raise UnsupportedSparkError naming the PySpark found and the versions supported."""
     if version is None:
-        try:
-            import pyspark
-        except ImportError:
-            raise UnsupportedSparkError(f"pulsar-throttled needs {SUPPORTED}, and no PySpark is installed in this Python.") from None
-        version = pyspark.__version__
+        version = installed_version()
     major, minor = parse_version(version)
     if (major, minor) < MINIMUM or major > MINIMUM[0]:
         raise UnsupportedSparkError(
             f"pulsar-throttled needs {SUPPORTED}; this Python has PySpark {version}. Keep your runtime's "
-            "PySpark (do not let pip replace it) and use a runtime with Spark 4.2 or newer.")
+            "PySpark (do not let pip replace it) and use a runtime with Spark 4.0 or newer 4.x.")
 
 
 def unavailable_source(reason: BaseException) -> type | None:

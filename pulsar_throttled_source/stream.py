@@ -1,4 +1,5 @@
-"""Driver side: the Spark-facing reader. It answers Spark's calls and delegates each question.
+"""Driver side: the stream reader's core, shared by the Spark-facing readers of each Spark line
+(stream_spark42: admission control, 4.2+; stream_spark40: latestOffset() only, 4.0 and 4.1).
 
 All planning methods run in one long-lived Python process on the driver, on one reader object,
 so caches and quota state survive between micro-batches. Spark's Kafka source is the model:
@@ -17,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
@@ -25,10 +25,11 @@ from .metadata.catalog import PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
 from .metadata.policies import BrokerPolicies
 from .options import SourceOptions
-from .planning.admission import UNLIMITED_ROWS, BatchAdmission
+from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
 from .planning.progress import backlog_report
 from .planning.publish_rates import PublishRateTracker
+from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
@@ -39,7 +40,9 @@ from .throttling.engine import QuotaEngine
 log = logging.getLogger(__name__)
 
 
-class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class PulsarStreamReader(DataSourceStreamReader):
+    """Everything but latestOffset, whose signature depends on the Spark line (see the module doc)."""
+
     def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time) -> None:
         self.options = options
         self._clock = clock
@@ -117,16 +120,14 @@ class PulsarStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._initial = offsets_to_json(positions)
         return self._initial
 
-    def getDefaultReadLimit(self) -> ReadLimit:
-        # Never ReadAllAvailable: that one is reserved for Trigger.Once, read unthrottled.
-        return ReadMaxRows(self.options.max_entries_per_trigger or UNLIMITED_ROWS)
-
-    def prepareForTriggerAvailableNow(self) -> None:
+    def fix_available_now_target(self) -> None:
+        """Trigger.AvailableNow (4.2+): read what is readable now, and nothing published later."""
         snap = self.catalog.snapshot(force=True)
         self._target = {p: snap.readable_end(p) for p in snap.layouts}
         log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def plan_end(self, start: dict, limit: BatchLimit) -> dict:
+        """The end offset of the next micro-batch from `start`: Spark's latestOffset."""
         starts = checkpointed_offsets(start, "start offset (from the checkpoint)")
         snap = self.catalog.snapshot()
         if snap.stats:

@@ -1,6 +1,6 @@
 """How many backlog entries each partition may advance in the next micro-batch.
 
-Spark's read limit (maxEntriesPerTrigger as ReadMaxRows, or Trigger.Once's ReadAllAvailable)
+Spark's read limit (maxEntriesPerTrigger, or Trigger.Once's read-all on 4.2+; see read_limit)
 caps the batch first; the quota engine then admits what the configured and broker quotas allow.
 """
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows
 
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import Backlog
@@ -19,10 +17,9 @@ from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand, Rate
 from ..topics import TopicName
 from .publish_rates import PublishRateTracker, msgs_per_entry
+from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)
-
-UNLIMITED_ROWS = 2**62  # "no cap" as a ReadMaxRows, so Trigger.Once's ReadAllAvailable stays distinguishable
 
 
 class BatchAdmission:
@@ -37,13 +34,13 @@ class BatchAdmission:
         self._warned_read_all = False
         self._last_summary = ""
 
-    def admit(self, backlogs: dict[str, Backlog], limit: ReadLimit, snap: CatalogSnapshot) -> dict[str, int]:
+    def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit, snap: CatalogSnapshot) -> dict[str, int]:
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
         if not wanted:
             return {}
-        read_all = isinstance(limit, ReadAllAvailable)
-        if isinstance(limit, ReadMaxRows) and limit.max_rows < sum(wanted.values()):
-            wanted = split_proportionally(wanted, limit.max_rows)
+        read_all = limit.read_all
+        if limit.max_entries is not None and limit.max_entries < sum(wanted.values()):
+            wanted = split_proportionally(wanted, limit.max_entries)
         if not self._options.throttled:
             return wanted
         if read_all and not self._warned_read_all:

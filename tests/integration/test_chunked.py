@@ -25,7 +25,7 @@ from streaming import Collected, identity, sent_identity, source_options, start_
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.stream import PulsarStreamReader
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
 CHUNKED_SIZE = int(MAX_MESSAGE_SIZE * 2.3)  # three chunks
@@ -102,7 +102,7 @@ def test_chunked_messages_exactly_once_whatever_cuts_the_ranges(spark, broker, a
     run_available_now(spark, opts, tmp_path / "cp", sink)
     assert_exactly_once(sink.rows, sent)
     if "maxEntriesPerTask" in extra:  # one batch, cut into tasks: ask the planner how many
-        reader = PulsarStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
+        reader = AdmissionControlStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
         tasks = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), ReadAllAvailable()))
         assert len(tasks) > 10 and max(t.entries for t in tasks) <= 2, [t.entries for t in tasks]
     else:

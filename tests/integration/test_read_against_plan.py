@@ -18,13 +18,13 @@ from streaming import source_options
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.reading.read import read_range
-from pulsar_throttled_source.stream import PulsarStreamReader
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
 
 def plan(broker, topic: str, **extra):
     opts = source_options(broker, topic, startingOffsets="earliest", **extra)
-    reader = PulsarStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
+    reader = AdmissionControlStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
     start = reader.initialOffset()
     return reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
 
@@ -66,9 +66,9 @@ def test_batch_replayed_after_a_restart_whose_ledgers_were_deleted(broker, admin
     topic = create_topic(admin, f"plan-replay-{unique}", 0)
     produce(pulsar_client, topic, 120)
     opts = {k.lower(): str(v) for k, v in source_options(broker, topic, startingOffsets="earliest").items()}
-    first_run = PulsarStreamReader(parse_options(opts))
+    first_run = AdmissionControlStreamReader(parse_options(opts))
     start = first_run.initialOffset()
     end = first_run.latestOffset(start, ReadAllAvailable())
     trim_everything(admin, topic)
     with pytest.raises(DataLossError, match=rf"Data loss in {topic}: the entries after \d+:-1 and before \d+:\d+"):
-        PulsarStreamReader(parse_options(opts)).partitions(start, end)
+        AdmissionControlStreamReader(parse_options(opts)).partitions(start, end)

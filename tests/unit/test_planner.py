@@ -1,4 +1,4 @@
-"""The driver-side planner (PulsarStreamReader) on fake layouts and a fake clock: offsets per
+"""The driver-side planner (the 4.2+ AdmissionControlStreamReader) on fake layouts and a fake clock: offsets per
 micro-batch, read limits, quotas, transactions, AvailableNow, deleted topics, task splitting.
 Against a real broker the same paths run in tests/integration; here each rule is pinned alone."""
 
@@ -13,10 +13,10 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.planning.admission import UNLIMITED_ROWS
+from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
-from pulsar_throttled_source.stream import PulsarStreamReader
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
 TOPIC = "persistent://public/default/orders"
 P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"
@@ -54,10 +54,10 @@ class FakeClock:
         return self.now
 
 
-def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **options: object) -> PulsarStreamReader:
+def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **options: object) -> AdmissionControlStreamReader:
     raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite")}
     raw |= {k: str(v) for k, v in options.items()}
-    r = PulsarStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock or FakeClock())
+    r = AdmissionControlStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock or FakeClock())
     r._catalog = catalog  # type: ignore[assignment]
     return r
 

@@ -1,4 +1,4 @@
-"""Where the package cannot run (an older PySpark, as on Databricks 17.3/18.x LTS), it says so in
+"""Where the package cannot run (a PySpark before 4.0, or a 5.x), it says so in
 one clear error, and its auto-registration module never breaks other `pyspark_*` data sources:
 Spark's lookup imports them all in one go and skips every one when any import fails."""
 
@@ -13,21 +13,26 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.spark_support import UnsupportedSparkError, check_spark
+from pulsar_throttled_source.spark_support import UnsupportedSparkError, check_spark, has_admission_control
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("version", ["4.2.0", "4.3.0", "4.9.1.dev0"])
+@pytest.mark.parametrize("version", ["4.0.0", "4.0.5", "4.1.4", "4.2.0", "4.3.0", "4.9.1.dev0"])
 def test_supported_versions_pass(version):
     check_spark(version)
 
 
-@pytest.mark.parametrize("version", ["4.1.4", "4.0.1", "3.5.3", "5.0.0"])
+@pytest.mark.parametrize("version", ["3.5.3", "3.4.0", "5.0.0"])
 def test_other_versions_fail_naming_the_version_found_and_what_is_supported(version):
     with pytest.raises(UnsupportedSparkError) as err:
         check_spark(version)
-    assert f"PySpark {version}" in str(err.value) and "4.2 or newer" in str(err.value)
+    assert f"PySpark {version}" in str(err.value) and "4.0 or newer" in str(err.value)
+
+
+@pytest.mark.parametrize(("version", "expected"), [("4.0.5", False), ("4.1.4", False), ("4.2.0", True), ("4.3.0", True)])
+def test_admission_control_is_used_from_4_2(version, expected):
+    assert has_admission_control(version) is expected
 
 
 def run(code: str, extra_path: Path | None = None) -> str:
@@ -41,7 +46,7 @@ def run(code: str, extra_path: Path | None = None) -> str:
 def test_on_an_older_pyspark_the_source_registers_and_fails_with_the_reason_when_used():
     out = run("""
         import pyspark
-        pyspark.__version__ = "4.1.4"  # as on Databricks 18 LTS
+        pyspark.__version__ = "3.5.3"  # as on Databricks 15 LTS
         import pyspark_pulsar_throttled as hook
         from pulsar_throttled_source.spark_support import UnsupportedSparkError
         print(hook.DefaultSource.name())
@@ -52,7 +57,7 @@ def test_on_an_older_pyspark_the_source_registers_and_fails_with_the_reason_when
     """)
     name, raised = out.strip().splitlines()
     assert name == "pulsar-throttled"
-    assert "PySpark 4.1.4" in raised and "4.2 or newer" in raised
+    assert "PySpark 3.5.3" in raised and "4.0 or newer" in raised
 
 
 def test_spark_lookup_still_registers_another_source_when_ours_cannot_import(tmp_path):
@@ -66,7 +71,7 @@ def test_spark_lookup_still_registers_another_source_when_ours_cannot_import(tmp
     out = run("""
         import io, sys
         from pyspark.sql.worker import lookup_data_sources
-        # Our package cannot import here (as on a PySpark without the 4.2 streaming API).
+        # Our package cannot import here (as on a PySpark without Python data sources).
         sys.modules["pulsar_throttled_source.datasource"] = None
         out = io.BytesIO()
         lookup_data_sources._main(io.BytesIO(), out)
