@@ -29,6 +29,7 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
+	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from pyspark.sql.datasource import InputPartition
 
+from .console_log import enable_console_log
 from .planning.read_limit import BatchLimit
 from .stream import PulsarStreamReader
 
@@ -39,6 +40,7 @@ class LatestOffsetStreamReader(PulsarStreamReader):
             self._warned = True
             import pyspark
 
+            enable_console_log()  # Spark asks for this before anything else: the WARN must show
             log.warning(ONE_BATCH_TRIGGERS.format(version=pyspark.__version__))
         start = self._seen_end if self._seen_end is not None else self.initialOffset()
         end = self.plan_end(start, BatchLimit(max_entries=self.options.max_entries_per_trigger))
