@@ -65,8 +65,28 @@ CHECKPOINT_HINT = ("The offset log in the query's checkpoint (<checkpointLocatio
                    "this source; restore it from a backup, or start the query with a new checkpointLocation.")
 
 
+# Carried by the end offset of a query's first micro-batch only: the positions that batch started from.
+# Spark re-runs an unfinished first batch from a fresh initialOffset() call, which would resolve
+# "earliest", "latest" or a time again, against a topic that moved on (Kafka's source keeps its
+# initial offsets in the checkpoint for the same reason). The re-run must read the same range.
+QUERY_START = "queryStart"
+
+
+def with_query_start(end: dict, start: Mapping[str, EntryPosition]) -> dict:
+    return {**end, QUERY_START: offsets_to_json(start)}
+
+
+def query_start(value: Any, where: str) -> dict[str, EntryPosition] | None:
+    """The positions a first batch started from, when `value` (its end offset) carries them."""
+    if not isinstance(value, Mapping) or QUERY_START not in value:
+        return None
+    return checkpointed_offsets(value[QUERY_START], f"{where} ({QUERY_START})")
+
+
 def checkpointed_offsets(value: Any, where: str) -> dict[str, EntryPosition]:
     """offsets_from_json for offsets Spark hands back from its checkpoint: errors say so and what to do."""
+    if isinstance(value, Mapping) and QUERY_START in value:
+        value = {p: v for p, v in value.items() if p != QUERY_START}
     try:
         offsets = offsets_from_json(value, where)
         bad = [p for p in offsets if not p.startswith("persistent://") or p.count("/") != 4]

@@ -32,7 +32,7 @@ from .planning.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
-from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json
+from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json, query_start, with_query_start
 from .reading.read import read_range
 from .reading.task import ClientConfig, PartitionRange
 from .throttling.engine import QuotaEngine
@@ -128,7 +128,8 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     def plan_end(self, start: dict, limit: BatchLimit) -> dict:
         """The end offset of the next micro-batch from `start`: Spark's latestOffset."""
-        starts = checkpointed_offsets(start, "start offset (from the checkpoint)")
+        given = checkpointed_offsets(start, "start offset (from the checkpoint)")
+        starts = given
         snap = self.catalog.snapshot()
         if snap.stats:
             self._rates.update(snap)
@@ -161,6 +162,10 @@ class PulsarStreamReader(DataSourceStreamReader):
             # an unchanged offset must stay equal, or Spark would run an empty batch).
             end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
         self._report = backlog_report(snap, end)
+        if end == given:
+            return start  # unchanged, as Spark gave it (it compares offsets as JSON): no new batch
+        if start == self._initial:  # the query's first batch: its end records where it starts
+            return with_query_start(offsets_to_json(end), given)
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
@@ -168,7 +173,10 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     # -- execution --------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        starts = checkpointed_offsets(start, "start offset of the micro-batch")
+        # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
+        # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
+        carried = query_start(end, "end offset of the micro-batch") if start != end else None
+        starts = carried or checkpointed_offsets(start, "start offset of the micro-batch")
         ends = checkpointed_offsets(end, "end offset of the micro-batch")
         return task_ranges(starts, ends, self.catalog.snapshot(), self.options.max_entries_per_task,
                            self._client_config(), self.data_loss.check_range)

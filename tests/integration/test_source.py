@@ -248,7 +248,9 @@ def test_restart_after_retention_deleted_the_ledger_read_is_not_loss(spark, brok
     sink = Collected()
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
-        wait_until(lambda: sink.count() >= 50, 90, what="the first ledger")  # the hour's quota: one batch
+        # The hour's quota: one batch. Its progress is posted once Spark committed it: a batch stopped
+        # before its commit is re-run on restart, and its deleted entries would then be loss.
+        wait_until(lambda: sum(p["numInputRows"] for p in q.recentProgress) >= 50, 90, what="the first ledger")
     finally:
         q.stop()
     assert sink.count() in (50, 100), sink.count()  # 100: the run crossed a whole hour
@@ -258,6 +260,35 @@ def test_restart_after_retention_deleted_the_ledger_read_is_not_loss(spark, brok
     assert q.awaitTermination(120), "the restarted query did not finish"
     assert q.exception() is None, q.exception()  # failOnDataLoss=true: a loss report fails it
     assert Counter(identity(r) for r in sink.rows) == Counter(sent_identity(s) for s in sent)
+
+
+def test_retention_deleting_an_uncommitted_first_batch_is_reported_as_loss(spark, broker, admin, pulsar_client, tmp_path, unique):
+    """The same backfill, but the first batch fails after the sink stored it, before Spark commits
+    it, and retention then deletes its ledger. Spark re-runs the batch on restart from a new
+    initialOffset() call, where "earliest" now lies past the deleted ledger: the re-run must not read
+    nothing in silence (an idempotent sink would lose the batch); it is loss, and the query says so."""
+    topic = create_topic(admin, f"unread-then-trimmed-{unique}", 0)
+    name = TopicName.parse(topic)
+    sent = produce(pulsar_client, topic, 120)  # ledgers of 50, 50 and 20 entries
+    first, second = sorted({s.position[0] for s in sent})[:2]
+    admin.create_subscription(name, f"other-group-{unique}", EntryPosition(second, -1))  # holds the rest
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="50", ratePeriodInSecond="3600",
+                          quotaStatePath=str(tmp_path / "quota.sqlite"))
+    stored = Collected()
+
+    def store_then_crash(df, batch_id: int) -> None:
+        stored.sink(df, batch_id)
+        raise RuntimeError("injected crash after the sink stored the batch")
+
+    q = read_stream(spark, opts).writeStream.foreachBatch(store_then_crash) \
+        .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="200 milliseconds").start()
+    assert "injected crash" in failure_of(q, 90)
+    assert sorted(stored.batches) == [0] and stored.count() == 50
+    trim_until(admin, topic, lambda layout: layout.first is not None and layout.first.ledger_id > first)
+    q = start_collecting(spark, opts, Collected(), tmp_path / "cp", availableNow=True)
+    message = failure_of(q, 120)
+    assert f"Data loss in {topic}" in message and f"entries after {first}:-1" in message, message
 
 
 def test_data_loss_fails_or_continues(spark, broker, admin, pulsar_client, tmp_path, unique):

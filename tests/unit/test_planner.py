@@ -14,7 +14,7 @@ from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
-from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.positions import QUERY_START, EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
@@ -63,7 +63,7 @@ def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **opt
 
 
 def positions(offsets: dict) -> dict[str, tuple[int, int]]:
-    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items()}
+    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p != QUERY_START}
 
 
 def unlimited() -> ReadMaxRows:
@@ -192,3 +192,48 @@ def test_max_entries_per_task_also_splits_a_range_that_ends_before_the_next_ledg
     tasks = r.partitions(start, end)
     assert [t.entries for t in tasks] == [5, 2] and tasks[-1].end == EntryPosition(7, -1)
     assert tasks[-1].runs == ((5, 5, 2),)
+
+
+def spark_json(offsets: dict) -> dict:
+    """What Spark hands back: the offset after a round trip through its offset log."""
+    return json.loads(json.dumps(offsets))
+
+
+def test_a_re_run_first_batch_reads_the_range_it_was_planned_with(tmp_path):
+    # startingOffsets=latest; the first batch is stopped before Spark commits it, more is published,
+    # and Spark re-runs it from a fresh initialOffset() call, which now resolves "latest" further on.
+    catalog = FakeCatalog(layout(P0, [(5, 10)]))
+    first = reader(tmp_path, catalog, startingOffsets="latest")
+    start = first.initialOffset()
+    catalog.set(layout(P0, [(5, 20)]))
+    end = spark_json(first.latestOffset(start, unlimited()))
+    assert positions(start) == {P0: (5, 9)} and positions(end) == {P0: (5, 19)}
+    assert first.latestOffset(end, unlimited()) == end  # caught up: the same offset, no empty batch
+
+    catalog.set(layout(P0, [(5, 30)]))
+    restarted = reader(tmp_path, catalog, startingOffsets="latest")
+    assert positions(restarted.initialOffset()) == {P0: (5, 29)}
+    (task,) = restarted.partitions(restarted.initialOffset(), end)
+    assert (task.start, task.end, task.entries) == (EntryPosition(5, 9), EntryPosition(5, 19), 10)
+    # Later batches carry no start of their own.
+    later = restarted.latestOffset(end, unlimited())
+    assert set(later) == {P0} and positions(later) == {P0: (5, 29)}
+
+
+def test_a_re_run_first_batch_whose_entries_retention_deleted_is_data_loss(tmp_path):
+    catalog = FakeCatalog(layout(P0, [(5, 10), (7, 3)]))
+    first = reader(tmp_path, catalog)  # earliest
+    end = spark_json(first.latestOffset(first.initialOffset(), ReadMaxRows(10)))
+    assert positions(end) == {P0: (7, -1)}
+    catalog.set(layout(P0, [(7, 3)]))  # ledger 5 deleted before Spark committed the batch
+    restarted = reader(tmp_path, catalog)
+    assert positions(restarted.initialOffset()) == {P0: (7, -1)}  # "earliest" now: the batch would be empty
+    with pytest.raises(DataLossError, match=r"entries after 5:-1 and before 7:0"):
+        restarted.partitions(restarted.initialOffset(), end)
+
+
+def test_a_corrupt_query_start_in_a_checkpointed_offset_is_a_clear_error(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10)])))
+    end = {P0: {"ledgerId": 5, "entryId": 3}, QUERY_START: {P0: {"ledgerId": "x"}}}
+    with pytest.raises(ValueError, match=rf"{QUERY_START}.*checkpoint"):
+        r.partitions(r.initialOffset(), end)
