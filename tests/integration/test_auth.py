@@ -18,8 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -295,42 +293,3 @@ def test_spark_submit_output_never_shows_the_token(auth_broker, auth_topic, toke
     assert_no_secret(log, secrets_of(token, wrong_token), f"the spark-submit output ({tmp_path / 'spark-submit.log'})")
     files = "\n".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
     assert_no_secret(files, secrets_of(token, wrong_token), "the checkpoints")
-
-
-# ---------------------------------------------------------------------------------------
-# The launcher's CLI flag
-
-
-def _get_status(url: str, tok: str | None) -> int:
-    req = urllib.request.Request(url)
-    if tok:
-        req.add_header("Authorization", f"Bearer {tok}")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
-def test_cli_start_with_auth_token_status_stop(tmp_path):
-    data = tmp_path / "cli-auth-broker"
-    cli = [sys.executable, "-m", "pulsar_throttled_source.local_broker"]
-    out = subprocess.run([*cli, "start", "--auth-token", "--data-dir", str(data)], capture_output=True, text=True, timeout=240)
-    assert out.returncode == 0, out.stderr[-2000:]
-    info = json.loads(out.stdout.strip().splitlines()[-1])
-    try:
-        tok = local_broker.admin_token(data)
-        assert tok and (data / "auth" / "secret.key").exists()
-        assert tok not in out.stdout + out.stderr  # the CLI says where the token is, never the token
-        url = f"{info['adminUrl']}/admin/v2/namespaces/public"
-        assert _get_status(url, None) == 401
-        assert _get_status(url, make_token(os.urandom(32), "admin")) == 401
-        assert _get_status(url, tok) == 200
-        status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
-        assert status.returncode == 0 and json.loads(status.stdout)["running"] is True
-    finally:
-        stop = subprocess.run([*cli, "stop", "--data-dir", str(data)], capture_output=True, text=True, timeout=60)
-    assert json.loads(stop.stdout) == {"stopped": True}
-    assert not local_broker.pid_alive(info["pid"])
-    status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
-    assert status.returncode == 1 and json.loads(status.stdout)["running"] is False

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 
 from helpers import create_topic, produce, wait_until
 
@@ -74,24 +77,40 @@ def test_topic_level_dispatch_rate_set_and_read_back(admin, unique):
                what="subscription policy")
 
 
-def test_cli_start_status_stop(tmp_path):
-    data = tmp_path / "cli-broker"
-    out = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "start", "--data-dir", str(data)],
-                         capture_output=True, text=True, timeout=240)
+def _get_status(url: str, tok: str | None) -> int:
+    req = urllib.request.Request(url)
+    if tok:
+        req.add_header("Authorization", f"Bearer {tok}")
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_cli_start_with_auth_token_status_stop(tmp_path):
+    """The CLI's start/status/stop, with `--auth-token` (issue 6): one broker start covers both."""
+    data = tmp_path / "cli-auth-broker"
+    cli = [sys.executable, "-m", "pulsar_throttled_source.local_broker"]
+    out = subprocess.run([*cli, "start", "--auth-token", "--data-dir", str(data)], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr[-2000:]
     info = json.loads(out.stdout.strip().splitlines()[-1])
     assert set(info) == {"serviceUrl", "adminUrl", "pid", "dataDir"}
     try:
-        status = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "status", "--data-dir", str(data)],
-                                capture_output=True, text=True, timeout=30)
+        tok = local_broker.admin_token(data)
+        assert tok and (data / "auth" / "secret.key").exists()
+        assert tok not in out.stdout + out.stderr  # the CLI says where the token is, never the token
+        url = f"{info['adminUrl']}/admin/v2/namespaces/public"
+        assert _get_status(url, None) == 401
+        assert _get_status(url, local_broker.make_token(os.urandom(32), "admin")) == 401
+        assert _get_status(url, tok) == 200
+        status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
         assert status.returncode == 0 and json.loads(status.stdout)["running"] is True
     finally:
-        stop = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "stop", "--data-dir", str(data)],
-                              capture_output=True, text=True, timeout=60)
+        stop = subprocess.run([*cli, "stop", "--data-dir", str(data)], capture_output=True, text=True, timeout=60)
     assert json.loads(stop.stdout) == {"stopped": True}
     assert not local_broker.pid_alive(info["pid"])
-    status = subprocess.run([sys.executable, "-m", "pulsar_throttled_source.local_broker", "status", "--data-dir", str(data)],
-                            capture_output=True, text=True, timeout=30)
+    status = subprocess.run([*cli, "status", "--data-dir", str(data)], capture_output=True, text=True, timeout=30)
     assert status.returncode == 1 and json.loads(status.stdout)["running"] is False
 
 
