@@ -30,7 +30,9 @@ lint: $(STAMP)
 test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest tests
+	# Two workers, each taking whole test files (module fixtures stay in one process): the tests spend
+	# much of their time waiting on quota windows and JVM starts, so two share the 2 cores well.
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile tests
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
 unit: $(STAMP)

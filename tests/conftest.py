@@ -12,6 +12,16 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Each worker (and the Spark and Python processes it starts) gets its own temp directory, so
+    # that defaults living there (the quota state file) are not shared by two workers' queries.
+    import atexit
+    import shutil
+    import tempfile
+
+    tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pulsar-throttled-{os.environ['PYTEST_XDIST_WORKER']}-")
+    atexit.register(shutil.rmtree, tempfile.tempdir, True)
+
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
 
 # Small ledgers so that every test topic spans several of them (rollover paths get exercised).

@@ -70,8 +70,8 @@ def planner_pids() -> list[int]:
 
 def test_restarts_at_ten_points_deliver_exactly_once(spark, broker, admin, pulsar_client, tmp_path, unique):
     topic = create_topic(admin, f"restarts-{unique}", 3)
-    # 1,200 entries, 15 per micro-batch: far more batches than the ten runs use up.
-    sent = produce(pulsar_client, topic, 3600, batch=6) + produce(pulsar_client, topic, 600, prefix="single")
+    # ~900 entries, 15 per micro-batch: more than twice the batches the ten runs use up.
+    sent = produce(pulsar_client, topic, 3600, batch=6) + produce(pulsar_client, topic, 300, prefix="single")
     checkpoint = str(tmp_path / "cp")
     store: dict[int, list] = {}
     opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=15,
@@ -137,9 +137,9 @@ def test_restarts_at_ten_points_deliver_exactly_once(spark, broker, admin, pulsa
                 q.stop()
         outcomes.append((name, sink.seen_batches[:1], last_batch()))
 
-    # Finish the backlog from the checkpoint.
+    # Finish the backlog from the checkpoint, in larger batches (a read limit may change on restart).
     final = FaultySink(store)
-    q = start(final, {"availableNow": True})
+    q = start_collecting(spark, {**opts, "maxEntriesPerTrigger": "300"}, final, checkpoint, availableNow=True)
     assert q.awaitTermination(180) and q.exception() is None
 
     rows = [r for b in sorted(store) for r in store[b]]
