@@ -27,8 +27,12 @@ from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
 # Small ledgers so that every test topic spans several of them (rollover paths get exercised).
 TEST_ENTRIES_PER_LEDGER = 50
 # Real-topic features on the shared broker: transactions, and a small message limit so that
-# chunked messages (payloads over it) stay small enough for fast tests.
+# chunked messages (payloads over it) stay small enough for fast tests. Every broker the tests
+# start uses this limit (SAME_MESSAGE_LIMIT): the C++ client keeps one max message size per process,
+# the last one a broker announced, so a chunked producer would otherwise cut its chunks to another
+# broker's 5 MB and send a 300 KB frame that the session broker refuses (CI run 11: a send hung).
 MAX_MESSAGE_SIZE = 131072
+SAME_MESSAGE_LIMIT = {"maxMessageSize": str(MAX_MESSAGE_SIZE)}
 TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", "maxMessageSize": str(MAX_MESSAGE_SIZE)}
 
 

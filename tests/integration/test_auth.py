@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
+from conftest import SAME_MESSAGE_LIMIT
 from helpers import create_topic, produce
 from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
 from topic_admin import TopicAdmin
@@ -48,7 +49,8 @@ def _quiet_logger() -> logging.Logger:
 
 @pytest.fixture(scope="module")
 def auth_broker(tmp_path_factory: pytest.TempPathFactory):
-    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-auth"), max_entries_per_ledger=50, auth_token=True) as b:  # stopped however the tests end
+    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-auth"), max_entries_per_ledger=50, auth_token=True,
+                     broker_config=SAME_MESSAGE_LIMIT) as b:  # stopped however the tests end
         yield b
 
 
