@@ -91,3 +91,15 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]
+
+
+# The longest test files first (seconds each in a two-worker CI run): `make test`'s xdist workers take
+# whole files in collection order, so a long file collected last would end the run on one worker.
+LONGEST_FIRST = ("test_source.py", "test_faults.py", "test_pipeline.py", "test_throttling.py", "test_auth.py",
+                 "test_bad_input.py", "test_transactions.py", "test_chunked.py", "test_cluster.py",
+                 "test_spark_versions.py", "test_notebook.py", "test_restarts.py", "test_connect.py", "test_wheel.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
