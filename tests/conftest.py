@@ -33,7 +33,7 @@ TEST_ENTRIES_PER_LEDGER = 50
 # broker's 5 MB and send a 300 KB frame that the session broker refuses (CI run 11: a send hung).
 MAX_MESSAGE_SIZE = 131072
 SAME_MESSAGE_LIMIT = {"maxMessageSize": str(MAX_MESSAGE_SIZE)}
-TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", "maxMessageSize": str(MAX_MESSAGE_SIZE)}
+TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LIMIT}
 
 
 @pytest.fixture(scope="session")

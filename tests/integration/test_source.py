@@ -233,18 +233,24 @@ def test_unreachable_broker_read_times_out_clearly(spark, broker, backlog_topic,
     assert time.monotonic() - started < 120
 
 
+def backfill_of_three_ledgers(broker, admin, pulsar_client, tmp_path, name: str, unique: str):
+    """A 3-ledger topic (50, 50, 20 entries) whose first ledger only this query needs: another
+    subscription holds the rest. Options read it at one ledger per hour (batch mode)."""
+    topic = create_topic(admin, f"{name}-{unique}", 0)
+    sent = produce(pulsar_client, topic, 120)
+    first, second = sorted({s.position[0] for s in sent})[:2]
+    admin.create_subscription(TopicName.parse(topic), f"other-group-{unique}", EntryPosition(second, -1))
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="50", ratePeriodInSecond="3600",
+                          quotaStatePath=str(tmp_path / "quota.sqlite"))
+    return topic, sent, first, opts
+
+
 def test_restart_after_retention_deleted_the_ledger_read_is_not_loss(spark, broker, admin, pulsar_client, tmp_path, unique):
     """A throttled backfill (no durable subscription) stops after reading a whole ledger; retention
     then deletes that ledger, while another subscription keeps the rest. The restart must not
     report loss: the offset says "before the next ledger", not "after entry 49 of a gone ledger"."""
-    topic = create_topic(admin, f"read-then-trimmed-{unique}", 0)
-    name = TopicName.parse(topic)
-    sent = produce(pulsar_client, topic, 120)  # ledgers of 50, 50 and 20 entries
-    first, second = sorted({s.position[0] for s in sent})[:2]
-    admin.create_subscription(name, f"other-group-{unique}", EntryPosition(second, -1))  # holds the rest
-    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
-                          dispatchThrottlingRatePerTopicInMsg="50", ratePeriodInSecond="3600",
-                          quotaStatePath=str(tmp_path / "quota.sqlite"))
+    topic, sent, first, opts = backfill_of_three_ledgers(broker, admin, pulsar_client, tmp_path, "read-then-trimmed", unique)
     sink = Collected()
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
@@ -267,14 +273,7 @@ def test_retention_deleting_an_uncommitted_first_batch_is_reported_as_loss(spark
     it, and retention then deletes its ledger. Spark re-runs the batch on restart from a new
     initialOffset() call, where "earliest" now lies past the deleted ledger: the re-run must not read
     nothing in silence (an idempotent sink would lose the batch); it is loss, and the query says so."""
-    topic = create_topic(admin, f"unread-then-trimmed-{unique}", 0)
-    name = TopicName.parse(topic)
-    sent = produce(pulsar_client, topic, 120)  # ledgers of 50, 50 and 20 entries
-    first, second = sorted({s.position[0] for s in sent})[:2]
-    admin.create_subscription(name, f"other-group-{unique}", EntryPosition(second, -1))  # holds the rest
-    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
-                          dispatchThrottlingRatePerTopicInMsg="50", ratePeriodInSecond="3600",
-                          quotaStatePath=str(tmp_path / "quota.sqlite"))
+    topic, _, first, opts = backfill_of_three_ledgers(broker, admin, pulsar_client, tmp_path, "unread-then-trimmed", unique)
     stored = Collected()
 
     def store_then_crash(df, batch_id: int) -> None:
