@@ -1,13 +1,14 @@
 """The one retry policy for talking to a broker that may be away for a while (a restart, a topic
 whose ownership moves between brokers): the admin API's lookups (planning on the driver, entry
-lookups in read tasks) and read tasks opening their readers all follow it.
+lookups in read tasks) and read tasks opening their readers and asking them whether messages are
+left all follow it.
 
 - What is transient: connection errors and timeouts, HTTP 5xx, and what a broker answers while
   a topic's ownership moves (307 to the new owner, 412/503 naming the move); for the Pulsar
   client, the errors of an unreachable or not-yet-ready broker (`TRANSIENT_CLIENT_ERRORS`).
 - How long: one budget per outage (`Outage`): adminRetryTimeoutMs for admin lookups, counted from
   the first failure and shared by every call made until the API answers again; pollTimeoutMs
-  for opening a reader, counted from the first attempt.
+  for a reader's calls to the broker, counted from the first attempt.
 - Backoff: exponential from 0.5 s, doubling up to 5 s, never past the budget's end.
 
 Built on tenacity; callers supply what to log (never a secret) and what to raise on giving up.

@@ -1,5 +1,6 @@
 """Executor side: one `pulsar.Client` per worker process, shared by its read tasks (Spark reuses
-workers, and a client costs a connection handshake and threads), and opening readers on it.
+workers, and a client costs a connection handshake and threads), opening readers on it, and the
+reader calls that ask the broker (retried while a topic's ownership moves).
 
 A client that failed (the broker restarted, a connection broke) is dropped, so the next attempt
 or Spark's retry of the task starts from a fresh one.
@@ -124,3 +125,24 @@ def open_reader(part: PartitionRange, start_id: Any) -> Any:
     raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {detail}. Check option 'service.url' "
                        "(the broker's pulsar://host:port) and, if the broker requires authentication, "
                        f"'pulsar.client.authParams'.{gave_up}") from None
+
+
+def has_message_available(reader: Any, part: PartitionRange) -> bool:
+    """`reader.has_message_available()`, which asks the broker for the partition's last message id.
+    While the topic's ownership moves (an unload, load shedding, a restart) the broker answers it
+    with errors such as BrokerMetadataError ("Consumer not found") until the reader has reconnected
+    by itself, so those are retried within pollTimeoutMs, as opening a reader is."""
+    cfg = part.config
+
+    def log_retry(error: BaseException, attempt: int, delay: float) -> None:
+        log.warning("Reading %s: the broker did not say whether messages are left (%s; its ownership may be moving); "
+                    "retry %d in %.1f s (waiting up to pollTimeoutMs=%d ms)", part.partition, type(error).__name__,
+                    attempt, delay, cfg.poll_timeout_ms)
+
+    try:
+        return bool(call_with_retries(reader.has_message_available, Outage(cfg.poll_timeout_ms / 1000.0, from_now=True),
+                                      client_error_transient, log_retry))
+    except GaveUp as e:
+        raise RuntimeError(f"Reading {part.partition}: the broker at {cfg.service_url} did not say whether messages are left "
+                           f"({type(e.last).__name__}: {e.last}) for pollTimeoutMs={cfg.poll_timeout_ms} ms of retries. "
+                           "Check the broker's health, or raise 'pollTimeoutMs'.") from None

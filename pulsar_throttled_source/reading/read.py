@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds
-from .client_cache import drop_client, open_reader
+from .client_cache import drop_client, has_message_available, open_reader
 from .entry_lookup import EntryLookup
 from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
 from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
@@ -173,11 +173,11 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
             if account is not None and account.cursor.exhausted:
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
-                more_of_end_batch = in_end_entry and index >= 0 and reader.has_message_available()
+                more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part)
                 if not more_of_end_batch and done(account.settled()):
                     break  # the end entry was read (or the last owed message arrived past it)
             # Last entry of the range: done unless more messages of the same batch follow.
-            if account is None and in_end_entry and (index < 0 or not reader.has_message_available()):
+            if account is None and in_end_entry and (index < 0 or not has_message_available(reader, part)):
                 break
     except EncryptedEntryError as e:
         raise encrypted_without_key(part, e) from None

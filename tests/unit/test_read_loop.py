@@ -128,3 +128,44 @@ def test_without_an_entry_list_a_range_ending_before_a_ledger_stops_at_that_ledg
     msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(8, 0, 0), FakeMessage(8, 1, 0)]
     got = values(task((5, -1), (8, -1), None), FakeReader(msgs))
     assert got == [b"5:0:0", b"5:0:1", b"5:0:2"]
+
+
+class MovingTopicReader(FakeReader):
+    """While the topic's ownership moves, the broker answers the reader's "anything left?" question
+    with an error until the reader has reconnected (what an unloaded topic's broker does)."""
+
+    def __init__(self, messages: list[FakeMessage], failures: list[Exception]) -> None:
+        super().__init__(messages)
+        self.failures = failures
+        self.asked = 0
+
+    def has_message_available(self) -> bool:
+        self.asked += 1
+        if self.failures:
+            raise self.failures.pop(0)
+        return super().has_message_available()
+
+
+def test_a_batched_end_entry_is_read_whole_while_the_topic_moves_to_another_broker():
+    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(5, 2, 0)]
+    reader = MovingTopicReader(msgs, [pulsar.BrokerMetadataError("Consumer not found"), pulsar.NotConnected("x")])
+    got = values(task((5, -1), (5, 1), ((5, 0, 2),)), reader)
+    assert got == [f"5:{e}:{i}".encode() for e, n in ((0, 3), (1, 4)) for i in range(n)]
+    assert reader.asked >= 3
+
+
+def test_a_reader_whose_broker_never_answers_fails_naming_the_option():
+    failures: list[Exception] = [pulsar.BrokerMetadataError("Consumer not found") for _ in range(20)]
+    reader = MovingTopicReader([FakeMessage(5, 0, i) for i in range(3)], failures)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"t-partition-0: the broker at pulsar://x:6650 did not say whether messages are "
+                                           r"left \(BrokerMetadataError.*pollTimeoutMs=1200 ms"):
+        values(task((5, -1), (5, 0), ((5, 0, 1),), poll_ms=1_200), reader)
+    assert 1.2 <= time.monotonic() - started < 4
+
+
+def test_a_reader_error_a_retry_cannot_fix_fails_at_once():
+    reader = MovingTopicReader([FakeMessage(5, 0, i) for i in range(3)], [pulsar.AuthorizationError("not allowed")])
+    with pytest.raises(pulsar.AuthorizationError):
+        values(task((5, -1), (5, 0), ((5, 0, 1),), poll_ms=60_000), reader)
+    assert reader.asked == 1
