@@ -8,6 +8,8 @@ exactly one micro-batch. `BEFORE_EARLIEST` means nothing of the partition was re
 
 from __future__ import annotations
 
+import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -83,10 +85,36 @@ def query_start(value: Any, where: str) -> dict[str, EntryPosition] | None:
     return checkpointed_offsets(value[QUERY_START], f"{where} ({QUERY_START})")
 
 
+# Carried by every end offset once a batch was planned: the query's identity, which names its
+# source-wide quota bucket. Created with the query's first planned batch and kept in its checkpoint,
+# so a restart charges the same bucket and two queries never share one by accident of naming.
+QUERY_ID = "queryId"
+_QUERY_ID_FORM = re.compile(r"[0-9a-f]{32}")
+_NOT_PARTITIONS = (QUERY_START, QUERY_ID)
+
+
+def new_query_id() -> str:
+    return uuid.uuid4().hex
+
+
+def with_query_id(end: dict, query_id: str) -> dict:
+    return {**end, QUERY_ID: query_id}
+
+
+def query_id(value: Any, where: str) -> str | None:
+    """The identity an offset carries (None for the initial offset, or a checkpoint from before identities)."""
+    if not isinstance(value, Mapping) or QUERY_ID not in value:
+        return None
+    found = value[QUERY_ID]
+    if not isinstance(found, str) or not _QUERY_ID_FORM.fullmatch(found):
+        raise ValueError(f"{where}: {QUERY_ID} must be 32 lowercase hex digits, got {found!r}. {CHECKPOINT_HINT}")
+    return found
+
+
 def checkpointed_offsets(value: Any, where: str) -> dict[str, EntryPosition]:
     """offsets_from_json for offsets Spark hands back from its checkpoint: errors say so and what to do."""
-    if isinstance(value, Mapping) and QUERY_START in value:
-        value = {p: v for p, v in value.items() if p != QUERY_START}
+    if isinstance(value, Mapping) and any(key in value for key in _NOT_PARTITIONS):
+        value = {p: v for p, v in value.items() if p not in _NOT_PARTITIONS}
     try:
         offsets = offsets_from_json(value, where)
         bad = [p for p in offsets if not p.startswith("persistent://") or p.count("/") != 4]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
@@ -23,6 +24,7 @@ from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
 from .metadata.catalog import PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
+from .metadata.entry_counts import EntryMessageCounts
 from .metadata.policies import BrokerPolicies
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
@@ -32,7 +34,17 @@ from .planning.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
-from .positions import BEFORE_EARLIEST, EntryPosition, checkpointed_offsets, offsets_to_json, query_start, with_query_start
+from .positions import (
+    BEFORE_EARLIEST,
+    EntryPosition,
+    checkpointed_offsets,
+    new_query_id,
+    offsets_to_json,
+    query_id,
+    query_start,
+    with_query_id,
+    with_query_start,
+)
 from .reading.read import read_range
 from .reading.task import ClientConfig, PartitionRange
 from .throttling.engine import QuotaEngine
@@ -52,9 +64,11 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._engine: QuotaEngine | None = None
         self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
-        self._admission = BatchAdmission(options, lambda: self.engine, lambda: self.policies, self._rates)
+        self._entry_counts: EntryMessageCounts | None = None
+        self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
         self._initial: dict | None = None
+        self._query_id: str | None = None  # from the checkpointed offsets, or new with the first batch
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
         self._report: dict = {}
 
@@ -62,14 +76,17 @@ class PulsarStreamReader(DataSourceStreamReader):
         # Spark pickles this reader into every read task: ship options only, not the
         # driver's admin session, caches or quota engine (rebuilt lazily where needed).
         state = self.__dict__.copy()
-        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission"):
+        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_counts"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._admission = BatchAdmission(self.options, lambda: self.engine, lambda: self.policies, self._rates)
+        self._admission = self._new_admission()
+
+    def _new_admission(self) -> BatchAdmission:
+        return BatchAdmission(self.options, lambda: self.engine, lambda: self.policies, self._rates, lambda: self.entry_counts)
 
     # -- lazily built collaborators (the reader is pickled to the runner process first) ---
     @property
@@ -95,8 +112,16 @@ class PulsarStreamReader(DataSourceStreamReader):
         if self._engine is None:
             from .throttling.store import SqliteQuotaStore
 
-            self._engine = QuotaEngine(self.options.quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
+            assert self._query_id is not None, "the query's identity is known before its first plan"
+            quota = replace(self.options.quota, query_id=self._query_id)
+            self._engine = QuotaEngine(quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
         return self._engine
+
+    @property
+    def entry_counts(self) -> EntryMessageCounts:
+        if self._entry_counts is None:
+            self._entry_counts = EntryMessageCounts(self.admin)
+        return self._entry_counts
 
     @property
     def durable_cursor(self) -> DurableCursor:
@@ -129,6 +154,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     def plan_end(self, start: dict, limit: BatchLimit) -> dict:
         """The end offset of the next micro-batch from `start`: Spark's latestOffset."""
         given = checkpointed_offsets(start, "start offset (from the checkpoint)")
+        self._identify(start)
         starts = given
         snap = self.catalog.snapshot()
         if snap.stats:
@@ -145,14 +171,14 @@ class PulsarStreamReader(DataSourceStreamReader):
             if self._target is not None:
                 until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
             backlogs[partition] = layout.backlog_after(s, until)
-        admitted = self._admission.admit(backlogs, limit, snap)
+        admitted = self._admission.admit(backlogs, limit)
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
         # an exhausted quota window must not plan an empty batch before the target is reached:
         # wait for the next window (windows start on whole epoch seconds) and plan again.
         while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
             log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
             time.sleep(1.0 - self._clock() % 1.0 + 0.01)
-            admitted = self._admission.admit(backlogs, limit, snap)
+            admitted = self._admission.admit(backlogs, limit)
 
         end = dict(starts)
         for partition, backlog in backlogs.items():
@@ -164,9 +190,19 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._report = backlog_report(snap, end)
         if end == given:
             return start  # unchanged, as Spark gave it (it compares offsets as JSON): no new batch
+        planned = with_query_id(offsets_to_json(end), self._query_id or "")
         if start == self._initial:  # the query's first batch: its end records where it starts
-            return with_query_start(offsets_to_json(end), given)
-        return offsets_to_json(end)
+            return with_query_start(planned, given)
+        return planned
+
+    def _identify(self, start: dict) -> None:
+        """The query's identity: the one its offsets carry, else a new one (a new query, or a checkpoint
+        written before identities), carried by every end offset from now on."""
+        carried = query_id(start, "start offset (from the checkpoint)")
+        if carried is not None and carried != self._query_id:
+            self._query_id, self._engine = carried, None  # the source-wide bucket is keyed on it
+        elif self._query_id is None:
+            self._query_id = new_query_id()
 
     def reportLatestOffset(self) -> dict | None:
         return self._report or None

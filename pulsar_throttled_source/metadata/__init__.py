@@ -7,6 +7,7 @@ Planning never reads messages; it plans from what these modules report:
   policies, transaction buffer, entry headers, subscriptions).
 - ``catalog``: which partitions the query reads and their layouts, cached per refresh interval.
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
+- ``entry_counts``: how many messages the entries at a backlog's head hold (precise mode).
 - ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).
 - ``durable_cursor``: the optional durable subscription that follows the query's commits.
 """

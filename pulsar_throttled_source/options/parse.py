@@ -40,7 +40,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     sub_rate = rate("dispatchThrottlingRatePerSubscriptionInMsg", "dispatchThrottlingRatePerSubscriptionInByte")
     quota = QuotaConfig(source=source_rate, mode=mode,  # type: ignore[arg-type]
                         throttle_non_backlog=values.flag(opts, "dispatchThrottlingOnNonBacklogConsumerEnabled"),
-                        non_backlog_threshold_entries=values.number(opts, "nonBacklogThresholdEntries"), query_id=subscription)
+                        non_backlog_threshold_entries=values.number(opts, "nonBacklogThresholdEntries"))
     quota_source: QuotaSource = values.choice(opts, "quotaSource")  # type: ignore[assignment]
     max_per_trigger = values.integer(opts, "maxEntriesPerTrigger")
 

@@ -18,6 +18,7 @@ Kind = Literal["int", "quota", "bool", "choice", "url", "name", "path", "key_pat
 MS = "milliseconds"
 QUOTA_EXPECTED = "a positive integer, or -1 for no limit"
 TMP = "<tmp>"  # a path default under this is placed in the system's temp directory at parse time
+USER = "<user>"  # ... and this is the name of the user running the query (one folder per user)
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ SPECS: tuple[OptionSpec, ...] = (
     _choice("quotaSource", "options", ("options", "broker", "both"),
             "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
     _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both."),
-    OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-quota.sqlite", "SQLite file holding the shared quota buckets of this host."),
+    OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
+               "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
     OptionSpec("encryption.privateKeyPath", "key_path", None, "PEM private key (a path readable on every executor) to read end-to-end encrypted topics; without it an encrypted topic fails the query at once, naming it."),
     OptionSpec("encryption.publicKeyPath", "key_path", None, "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
     _choice("cryptoFailureAction", "fail", ("fail", "discard", "consume"),

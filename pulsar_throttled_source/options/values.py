@@ -6,13 +6,15 @@ Every error names the option and what is allowed.
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-from .spec import BY_NAME, TMP, OptionSpec
+from .spec import BY_NAME, TMP, USER, OptionSpec
 
 Opts = Mapping[str, str]
 
@@ -115,8 +117,17 @@ def path(opts: Opts, name: str) -> str:
     value = str(opts.get(spec.key, "")).strip()
     if value:
         return value
-    default = str(spec.default)
+    default = str(spec.default).replace(USER, _user_name())
     return str(Path(tempfile.gettempdir()) / default[len(TMP) + 1:]) if default.startswith(TMP + "/") else default
+
+
+def _user_name() -> str:
+    """Who runs the query, for a per-user default path (a container user without a passwd entry: its uid)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        name = str(os.getuid()) if hasattr(os, "getuid") else "user"
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name) or "user"
 
 
 def key_path(opts: Opts, name: str) -> str | None:

@@ -9,14 +9,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from ..metadata.catalog import CatalogSnapshot
+from ..metadata.entry_counts import EntryMessageCounts
 from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
 from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand, Rate
 from ..topics import TopicName
-from .publish_rates import PublishRateTracker, msgs_per_entry
+from .publish_rates import PublishRateTracker
 from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)
@@ -26,15 +26,17 @@ class BatchAdmission:
     """Turns backlogs and Spark's read limit into entries per partition, logging the quota verdict."""
 
     def __init__(self, options: SourceOptions, engine: Callable[[], QuotaEngine],
-                 policies: Callable[[], BrokerPolicies], rates: PublishRateTracker) -> None:
+                 policies: Callable[[], BrokerPolicies], rates: PublishRateTracker,
+                 entry_counts: Callable[[], EntryMessageCounts]) -> None:
         self._options = options
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
+        self._entry_counts = entry_counts  # precise mode only
         self._warned_read_all = False
         self._last_summary = ""
 
-    def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit, snap: CatalogSnapshot) -> dict[str, int]:
+    def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit) -> dict[str, int]:
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
         if not wanted:
             return {}
@@ -47,13 +49,18 @@ class BatchAdmission:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
                         "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
-        demands = [self._demand(p, backlogs[p], n, snap) for p, n in wanted.items() if n > 0]
+        if self._options.quota.mode == "precise":
+            self._entry_counts().new_plan()
+        demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all)
         self._log_summary(engine, admissions)
+        if self._options.quota.mode == "precise":
+            for admission in admissions:  # the next window's entries, looked up while this batch runs
+                self._entry_counts().prefetch(admission.partition, backlogs[admission.partition], admission.entries)
         return {a.partition: a.entries for a in admissions}
 
-    def _demand(self, partition: str, backlog: Backlog, entries: int, snap: CatalogSnapshot) -> PartitionDemand:
+    def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
         o = self._options
         topic_rates: list[tuple[str, Rate]] = []
         sub_rates: list[tuple[str, Rate]] = []
@@ -68,10 +75,10 @@ class BatchAdmission:
                 topic_rates.append(("broker", broker_topic))
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
-        sample = msgs_per_entry(snap.stats.get(partition), snap.layouts[partition])
+        learn = self._entry_counts().learner(partition, backlog) if o.quota.mode == "precise" else None
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
-                               bytes_for=backlog.bytes_for, msgs_per_entry_sample=sample,
+                               bytes_for=backlog.bytes_for, entry_msgs=learn,
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .buckets import EPSILON, Bucket, BucketSpec
-from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
+from .model import SOURCE_LEVEL, Admission, EntryMessages, PartitionDemand, QuotaConfig
 from .report import exhausted_reason, too_small_reason
 
-FIRST_READ_REASON = "no messages-per-entry estimate yet: first read admits 1 entry"
+FIRST_READ_REASON = "messages per entry not known yet: first read admits 1 entry"
 SHARE_REASON = f"{SOURCE_LEVEL} share"
 
 
@@ -31,13 +31,14 @@ class PartitionPlan:
     demand: PartitionDemand
     index: int  # position in the caller's list, for a stable order
     specs: list[BucketSpec]
-    msgs_per_entry: float  # 1.0 in batch mode; the moving average (or 1.0) in precise mode
+    msgs_per_entry: float  # 1.0 in batch mode; in precise mode the known entries' average (or 1.0)
     max_entries: int  # backlog, or 1 on a precise-mode first read without an estimate
     unthrottled: str | None
     buckets: list[Bucket] = field(default_factory=list)
     entries: int = 0
     held_back: str | None = None
     limited_by_share: bool = False
+    known: EntryMessages | None = None  # precise mode: the messages of the backlog's first entries
     _bytes_cache: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -45,7 +46,7 @@ class PartitionPlan:
         return max(0, self.demand.backlog_entries)
 
     def msgs(self, entries: int) -> float:
-        return entries * self.msgs_per_entry
+        return self.known.msgs(entries) if self.known is not None else entries * self.msgs_per_entry
 
     def bytes(self, entries: int) -> float:
         # bytes_for may walk a ledger list; the binary search asks for the same k repeatedly.
@@ -77,11 +78,11 @@ def new_plan(
     index: int,
     specs: list[BucketSpec],
     config: QuotaConfig,
-    msgs_per_entry_average: float | None,
     unthrottled: bool,
 ) -> PartitionPlan:
     """A plan with nothing admitted yet: whether throttling applies, and how entries convert
-    to messages."""
+    to messages. In precise mode that asks the demand about the entries the tightest message
+    quota could admit (before the buckets are locked: it may look entries up)."""
     backlog = max(0, demand.backlog_entries)
     if unthrottled:
         reason: str | None = "ReadAllAvailable"
@@ -94,15 +95,22 @@ def new_plan(
         reason = None
 
     max_entries = backlog
-    if config.mode == "batch":
-        msgs_per_entry = 1.0
-    else:
-        average = msgs_per_entry_average
-        msgs_per_entry = 1.0 if average is None else average
-        limits_msgs = any(math.isfinite(spec.quota_msgs) for spec in specs)
-        if average is None and limits_msgs and reason is None:
-            # Like the broker's first read: without an estimate, read one entry.
-            max_entries = min(1, backlog)
+    msgs_per_entry = 1.0
+    known = None
+    if config.mode == "precise" and backlog:
+        quotas = [spec.quota_msgs for spec in specs if math.isfinite(spec.quota_msgs)]
+        if demand.entry_msgs is not None and quotas:
+            # No window admits more than the tightest quota (plus half an entry): learning the
+            # entries that hold that many messages prices every admission exactly. (Unthrottled,
+            # one entry's count prices what is charged.)
+            known = demand.entry_msgs(min(quotas) if reason is None else 0.0)
+        if known is not None and known.per_entry is not None:
+            msgs_per_entry = known.per_entry
+        else:
+            known = None
+            if quotas and reason is None:
+                # Like the broker's first read: without an estimate, read one entry.
+                max_entries = min(1, backlog)
     return PartitionPlan(
         demand=demand,
         index=index,
@@ -110,6 +118,7 @@ def new_plan(
         msgs_per_entry=msgs_per_entry,
         max_entries=max_entries,
         unthrottled=reason,
+        known=known,
     )
 
 

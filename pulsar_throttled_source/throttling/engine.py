@@ -15,12 +15,18 @@ from collections.abc import Callable, Sequence
 
 from .allocation import RotatingCursor, admit, new_plan
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, source_key
-from .estimators import MessagesPerEntry, SmoothedPublishRates
+from .estimators import SmoothedPublishRates
 from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
 from .report import LevelReport, level_reports, summary_line
 from .store import QuotaStore
 
 log = logging.getLogger(__name__)
+
+# Buckets of queries and topics no longer read are dropped from the shared store. A day without a
+# charge leaves nothing to keep: windows last seconds, and only a debt over a day's quota (a
+# Trigger.Once read of a huge backlog) would be forgotten.
+STALE_BUCKET_S = 24 * 3600
+PURGE_EVERY_S = 3600
 
 
 class QuotaEngine:
@@ -30,12 +36,12 @@ class QuotaEngine:
         self.config = config
         self._store = store
         self._clock = clock
-        self._msgs_per_entry = MessagesPerEntry()  # precise mode
         self._publish_rates = SmoothedPublishRates()  # relative rates
         self._cursor = RotatingCursor()
         self._last_levels: list[LevelReport] = []
         # What this engine last charged each bucket against (pays back a relative quota).
         self._charged_quota: dict[str, ChargedQuota] = {}
+        self._next_purge = 0.0
 
     def plan(
         self, demands: Sequence[PartitionDemand], unthrottled: bool = False
@@ -43,8 +49,12 @@ class QuotaEngine:
         """Decide how many backlog entries each partition may advance now, and charge all
         applicable buckets atomically (one store transaction)."""
         now = self._clock()
+        if now >= self._next_purge:
+            self._next_purge = now + PURGE_EVERY_S
+            purged = self._store.purge_older_than(STALE_BUCKET_S)
+            if purged:
+                log.info("Dropped %d quota buckets unused for %d hours from the quota store", purged, STALE_BUCKET_S // 3600)
         self._cursor.next_call()
-        self._msgs_per_entry.update(demands)
         # Everything that does not need the buckets is computed before the transaction,
         # so the store lock is held only for the arithmetic.
         source_spec = self._source_spec(demands, now)
@@ -54,8 +64,7 @@ class QuotaEngine:
         plans = []
         for index, demand in enumerate(demands):
             specs = partition_specs(demand, source_spec, publish_rate)
-            average = self._msgs_per_entry.get(demand.partition)
-            plans.append(new_plan(demand, index, specs, self.config, average, unthrottled))
+            plans.append(new_plan(demand, index, specs, self.config, unthrottled))
         specs_by_key: dict[str, BucketSpec] = {}
         for plan in plans:
             for spec in plan.specs:

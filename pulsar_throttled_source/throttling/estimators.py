@@ -1,7 +1,8 @@
-"""Estimates the engine keeps between plan() calls: messages per entry and publish rates.
+"""Estimates the engine keeps between plan() calls: publish rates, for quotas relative to them.
 
-Both live in the engine's memory only (one query's driver process), like the broker's own
-averages: a restart starts them afresh.
+They live in the engine's memory only (one query's driver process), like the broker's own
+averages: a restart starts them afresh. (Messages per entry are not estimated: precise mode
+learns them from the entries it is about to admit, see model.EntryMessages.)
 """
 
 from __future__ import annotations
@@ -14,30 +15,6 @@ from .model import PartitionDemand
 
 # Moving-average weight of a new sample (Pulsar's avg = 0.9 * avg + 0.1 * new).
 SAMPLE_WEIGHT = 0.1
-
-
-class MessagesPerEntry:
-    """Per-partition moving average of messages per entry (precise mode prices entries by it)."""
-
-    def __init__(self) -> None:
-        self._average: dict[str, float] = {}
-
-    def update(self, demands: Sequence[PartitionDemand]) -> None:
-        for demand in demands:
-            sample = demand.msgs_per_entry_sample
-            if sample is None or not math.isfinite(sample) or sample <= 0:
-                continue  # no entries published yet: nothing to learn
-            sample = max(1.0, sample)  # an entry holds at least one message
-            previous = self._average.get(demand.partition)
-            self._average[demand.partition] = (
-                sample
-                if previous is None
-                else (1 - SAMPLE_WEIGHT) * previous + SAMPLE_WEIGHT * sample
-            )
-
-    def get(self, partition: str) -> float | None:
-        """The average, or None before the partition's first sample."""
-        return self._average.get(partition)
 
 
 @dataclass

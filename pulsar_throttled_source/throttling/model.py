@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
 from typing import Literal
 
 ThrottlingMode = Literal["precise", "batch"]
@@ -45,7 +47,7 @@ class QuotaConfig:
     mode: ThrottlingMode = "precise"
     throttle_non_backlog: bool = True  # dispatchThrottlingOnNonBacklogConsumerEnabled
     non_backlog_threshold_entries: int = 0
-    query_id: str = "query"  # names the source-wide bucket
+    query_id: str = "query"  # names the source-wide bucket: the planner sets it to the query's identity
 
     def __post_init__(self) -> None:
         if self.mode not in ("precise", "batch"):
@@ -58,12 +60,40 @@ class QuotaConfig:
 
 
 @dataclass(frozen=True)
+class EntryMessages:
+    """What is known of the messages held by a partition's first backlog entries: exact counts for
+    the first len(counts) entries (from each entry's own metadata), their average beyond them."""
+
+    counts: tuple[int, ...] = ()
+    beyond: float | None = None  # messages per entry past the known ones (samples); default: their average
+
+    @cached_property
+    def _cumulative(self) -> tuple[int, ...]:
+        return (0, *accumulate(self.counts))
+
+    @property
+    def per_entry(self) -> float | None:
+        """Average messages per known entry, at least one (None when no entry is known)."""
+        return max(1.0, self._cumulative[-1] / len(self.counts)) if self.counts else None
+
+    def msgs(self, entries: int) -> float:
+        known = min(entries, len(self.counts))
+        beyond = self.beyond if self.beyond is not None else (self.per_entry or 1.0)
+        return float(self._cumulative[known]) + (entries - known) * beyond
+
+
+# Called with a message count: the entries that hold that many messages at the head of the backlog,
+# and one more, as far as they can be looked up now (precise mode; before the buckets are locked).
+LearnEntryMessages = Callable[[float], EntryMessages]
+
+
+@dataclass(frozen=True)
 class PartitionDemand:
     partition: str  # full partition topic name, e.g. persistent://public/default/t-partition-0
     subscription: str
     backlog_entries: int  # entries available beyond the current start (>= 0)
     bytes_for: Callable[[int], float]  # bytes of the first k backlog entries (monotonic, 0 -> 0)
-    msgs_per_entry_sample: float | None  # publish-side msgs per entry, None if unknown
+    entry_msgs: LearnEntryMessages | None  # precise mode: messages per backlog entry; None if unknown
     publish_rate_msgs: float = 0.0  # msgs/s published (for relative rates)
     publish_rate_bytes: float = 0.0  # bytes/s published
     topic_rates: tuple[tuple[str, Rate], ...] = ()  # (origin, rate) pairs, all ANDed

@@ -48,6 +48,8 @@ class QuotaStore(Protocol):
 
     def transaction(self) -> AbstractContextManager[QuotaTransaction]: ...
 
+    def purge_older_than(self, seconds: float) -> int: ...
+
 
 # ---------------------------------------------------------------------------------------
 # In memory
@@ -175,7 +177,7 @@ class SqliteQuotaStore:
         conn: sqlite3.Connection | None = None
         try:
             parent = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(parent, exist_ok=True)
+            os.makedirs(parent, mode=0o700, exist_ok=True)  # a new folder is private to its user
             # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
             # timeout: sqlite's busy handler makes a second writer wait for the first.
             conn = sqlite3.connect(
@@ -188,7 +190,7 @@ class SqliteQuotaStore:
         except (OSError, sqlite3.Error) as exc:
             if conn is not None:
                 conn.close()
-            raise ValueError(f"cannot open quota store at {self.path!r}: {exc}") from exc
+            raise ValueError(f"cannot open quota store at {self.path!r} (option 'quotaStatePath'): {exc}") from exc
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import html
 import re
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_option_defaults_in_the_table_are_what_parsing_gives():
     assert str(parsed.durable_subscription).lower() == OPTIONS["durableSubscription"][0]
     assert str(parsed.quota.source.relative_to_publish_rate).lower() == OPTIONS["relativeToPublishRate"][0]
     assert str(parsed.quota.throttle_non_backlog).lower() == OPTIONS["dispatchThrottlingOnNonBacklogConsumerEnabled"][0]
-    assert parsed.quota_state_path.endswith(OPTIONS["quotaStatePath"][0].removeprefix("<tmp>"))
+    assert parsed.quota_state_path.endswith(OPTIONS["quotaStatePath"][0].removeprefix("<tmp>").replace("<user>", getpass.getuser()))
     for rate in (parsed.quota.source, parsed.topic_rate, parsed.subscription_rate):
         assert str(rate.msgs) == str(rate.bytes) == OPTIONS["dispatchThrottlingRateInMsg"][0]
     assert parsed.max_entries_per_trigger is None and OPTIONS["maxEntriesPerTrigger"][0] == ""

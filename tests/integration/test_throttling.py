@@ -51,6 +51,7 @@ class Batch:
     value_bytes: dict[str, int]
     ids: list[bytes]
     planned: tuple[float, float] | None = None  # planning ran in [trigger start, end of latestOffset]
+    values: list[bytes] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -79,7 +80,7 @@ class Sink:
         entries: dict[str, set[tuple[int, int]]] = defaultdict(set)
         msgs: dict[str, int] = defaultdict(int)
         size: dict[str, int] = defaultdict(int)
-        ids = []
+        ids, values = [], []
         for r in rows:
             raw = bytes(r.messageId)
             mid = pulsar.MessageId.deserialize(raw)
@@ -87,8 +88,9 @@ class Sink:
             msgs[r.topic] += 1
             size[r.topic] += len(r.value)
             ids.append(raw)
+            values.append(bytes(r.value))
         with self.lock:
-            self.batches[batch_id] = Batch(batch_id, time.time(), dict(entries), dict(msgs), dict(size), ids)
+            self.batches[batch_id] = Batch(batch_id, time.time(), dict(entries), dict(msgs), dict(size), ids, values=values)
 
     # -- views ---------------------------------------------------------------------------
     def snapshot(self) -> list[Batch]:
@@ -315,6 +317,39 @@ def test_precise_mode_delivers_the_message_quota_per_window(spark, broker, admin
             assert shared >= 0.9 * quota, f"{p}: batch {b.batch_id} left quota unused\n{table}"
         assert got[-1] <= quota * 1.10, table
     ok, why = per_window_ok(batches, lambda b, p: b.msgs.get(p, 0), quota * 1.10)
+    assert ok, f"{why}\n{table}"
+
+
+@pytest.mark.parametrize("history", ["single then batched, read from the batched part", "batched then single"])
+def test_precise_mode_holds_the_quota_when_the_topic_batching_changes(spark, broker, admin, pulsar_client, tmp_path,
+                                                                     unique, history):
+    # A topic's producers changed batching: precise mode prices the entries it admits, not the
+    # topic's lifetime average (which admitted 4.6x the quota on the first case).
+    quota = 100
+    topic = create_topic(admin, f"throttle-rebatched-{unique}", 0)
+    if history.startswith("single"):
+        produce(pulsar_client, topic, 400, prefix="single")
+        expected = produce(pulsar_client, topic, 600, batch=10, prefix="batched")
+        ledger, entry, _ = expected[0].position  # the query starts at the first batched entry
+        start = f'{{"{topic}": {{"ledgerId": {ledger}, "entryId": {entry}}}}}'
+    else:
+        expected = produce(pulsar_client, topic, 300, batch=10, prefix="batched")
+        expected += produce(pulsar_client, topic, 300, prefix="single")
+        start = "earliest"
+    sink = Sink(history)
+    query = start_query(spark, options(broker, tmp_path, topic, startingOffsets=start, throttlingMode="precise",
+                                       dispatchThrottlingRatePerTopicInMsg=quota), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: sink.total() >= len(expected), 120, what="every message after the start")
+    finally:
+        stop(query, sink)
+    batches = sink.data_batches()
+    table = sink.table([topic])
+    delivered = [v for b in batches for v in b.values]
+    assert sorted(delivered) == sorted(s.payload for s in expected), table  # nothing lost, nothing twice
+    full = [b.rows for b in batches[:-1] if shares_no_window(batches, b)]
+    assert len(full) >= 3 and all(abs(n - quota) <= 0.05 * quota for n in full), f"{full}\n{table}"
+    ok, why = per_window_ok(batches, lambda b, p: b.msgs.get(p, 0), quota * 1.05)
     assert ok, f"{why}\n{table}"
 
 

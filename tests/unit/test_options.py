@@ -25,6 +25,23 @@ def test_defaults():
     assert o.quota.mode == "precise" and not o.throttled and o.quota_source == "options"
 
 
+def test_quota_state_is_private_to_the_user_by_default(tmp_path, monkeypatch):
+    import getpass
+    import os
+    import stat
+    import tempfile
+
+    from pulsar_throttled_source.throttling.store import SqliteQuotaStore
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    path = parse().quota_state_path
+    assert path == str(tmp_path / f"pulsar-throttled-{getpass.getuser()}" / "quota.sqlite")
+    SqliteQuotaStore(path)
+    assert stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode) == 0o700
+    monkeypatch.setattr(getpass, "getuser", lambda: (_ for _ in ()).throw(KeyError("no passwd entry")))
+    assert parse().quota_state_path == str(tmp_path / f"pulsar-throttled-{os.getuid()}" / "quota.sqlite")
+
+
 def test_quota_options_and_aliases():
     o = parse(dispatchThrottlingRatePerTopicInMsg="50", dispatchThrottlingOnBatchMessageEnabled="true", ratePeriodInSecond="5")
     assert o.topic_rate.msgs == 50 and o.topic_rate.period_s == 5 and o.quota.mode == "batch" and o.throttled

@@ -14,7 +14,7 @@ from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
-from pulsar_throttled_source.positions import QUERY_START, EntryPosition
+from pulsar_throttled_source.positions import QUERY_ID, QUERY_START, EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
@@ -63,7 +63,7 @@ def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **opt
 
 
 def positions(offsets: dict) -> dict[str, tuple[int, int]]:
-    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p != QUERY_START}
+    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID)}
 
 
 def unlimited() -> ReadMaxRows:
@@ -215,9 +215,9 @@ def test_a_re_run_first_batch_reads_the_range_it_was_planned_with(tmp_path):
     assert positions(restarted.initialOffset()) == {P0: (5, 29)}
     (task,) = restarted.partitions(restarted.initialOffset(), end)
     assert (task.start, task.end, task.entries) == (EntryPosition(5, 9), EntryPosition(5, 19), 10)
-    # Later batches carry no start of their own.
+    # Later batches carry no start of their own, only the query's identity.
     later = restarted.latestOffset(end, unlimited())
-    assert set(later) == {P0} and positions(later) == {P0: (5, 29)}
+    assert set(later) == {P0, QUERY_ID} and positions(later) == {P0: (5, 29)} and later[QUERY_ID] == end[QUERY_ID]
 
 
 def test_a_re_run_first_batch_whose_entries_retention_deleted_is_data_loss(tmp_path):
@@ -237,3 +237,35 @@ def test_a_corrupt_query_start_in_a_checkpointed_offset_is_a_clear_error(tmp_pat
     end = {P0: {"ledgerId": 5, "entryId": 3}, QUERY_START: {P0: {"ledgerId": "x"}}}
     with pytest.raises(ValueError, match=rf"{QUERY_START}.*checkpoint"):
         r.partitions(r.initialOffset(), end)
+
+
+def test_each_query_has_its_own_identity_kept_in_its_offsets(tmp_path):
+    # Two queries with the same (default) subscription on one host: two identities, two source-wide
+    # buckets, each with the whole source-wide quota.
+    catalog = FakeCatalog(layout(P0, [(5, 100)]))
+    one, two = (reader(tmp_path, catalog, dispatchThrottlingRateInMsg=10, throttlingMode="batch") for _ in range(2))
+    end_one = spark_json(one.latestOffset(one.initialOffset(), unlimited()))
+    end_two = spark_json(two.latestOffset(two.initialOffset(), unlimited()))
+    assert positions(end_one) == positions(end_two) == {P0: (5, 9)}
+    assert end_one[QUERY_ID] != end_two[QUERY_ID] and len(end_one[QUERY_ID]) == 32
+    # A restart takes the identity from its checkpointed offset: the same bucket, its window spent.
+    restarted = reader(tmp_path, catalog, dispatchThrottlingRateInMsg=10, throttlingMode="batch")
+    assert restarted.latestOffset(end_one, unlimited()) == end_one
+    assert restarted._query_id == end_one[QUERY_ID]
+    restarted._clock.now += 1  # type: ignore[attr-defined]
+    after = restarted.latestOffset(end_one, unlimited())
+    assert positions(after) == {P0: (5, 19)} and after[QUERY_ID] == end_one[QUERY_ID]
+
+
+def test_a_checkpoint_from_before_identities_gets_one_and_keeps_it(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 100)])))
+    old = {P0: {"ledgerId": 5, "entryId": 9}}  # written by a version without identities
+    later = spark_json(r.latestOffset(old, ReadMaxRows(10)))
+    assert positions(later) == {P0: (5, 19)} and QUERY_ID in later
+    assert r.latestOffset(later, ReadMaxRows(10))[QUERY_ID] == later[QUERY_ID]
+
+
+def test_a_corrupt_identity_in_a_checkpointed_offset_is_a_clear_error(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10)])))
+    with pytest.raises(ValueError, match=rf"{QUERY_ID} must be 32 lowercase hex digits, got 'x'.*checkpointLocation"):
+        r.latestOffset({P0: {"ledgerId": 5, "entryId": 3}, QUERY_ID: "x"}, unlimited())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from pulsar_throttled_source.throttling.allocation import (
     FIRST_READ_REASON,
@@ -18,6 +19,7 @@ from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     TOPIC_LEVEL,
+    EntryMessages,
     PartitionDemand,
     QuotaConfig,
     Rate,
@@ -45,7 +47,7 @@ def plan(
         subscription="sub",
         backlog_entries=backlog,
         bytes_for=lambda k: k * entry_bytes,
-        msgs_per_entry_sample=msgs_per_entry,
+        entry_msgs=None,
     )
     p = PartitionPlan(
         demand=demand,
@@ -69,23 +71,31 @@ def _spec(msgs: float) -> BucketSpec:
 def test_new_plan_reasons_for_not_throttling() -> None:
     config = QuotaConfig(source=Rate(), mode="batch", throttle_non_backlog=False, non_backlog_threshold_entries=5)
     d = plan(backlog=5).demand
-    assert new_plan(d, 0, [_spec(10)], config, None, unthrottled=True).unthrottled == "ReadAllAvailable"
-    assert new_plan(d, 0, [], config, None, unthrottled=False).unthrottled == "no quota"
-    assert new_plan(d, 0, [_spec(10)], config, None, False).unthrottled == "auto-off: backlog 5 <= threshold 5"
-    assert new_plan(plan(backlog=6).demand, 0, [_spec(10)], config, None, False).unthrottled is None
+    assert new_plan(d, 0, [_spec(10)], config, unthrottled=True).unthrottled == "ReadAllAvailable"
+    assert new_plan(d, 0, [], config, unthrottled=False).unthrottled == "no quota"
+    assert new_plan(d, 0, [_spec(10)], config, False).unthrottled == "auto-off: backlog 5 <= threshold 5"
+    assert new_plan(plan(backlog=6).demand, 0, [_spec(10)], config, False).unthrottled is None
 
 
 def test_new_plan_prices_entries_and_caps_a_precise_first_read() -> None:
     batch = QuotaConfig(source=Rate(), mode="batch")
     precise = QuotaConfig(source=Rate(), mode="precise")
+    asked: list[float] = []
+
+    def seven_each(msgs: float) -> EntryMessages:
+        asked.append(msgs)
+        return EntryMessages((7,) * 3)
+
     d = plan(backlog=50).demand
-    assert (new_plan(d, 0, [_spec(10)], batch, 7.0, False).msgs_per_entry) == 1.0
-    first = new_plan(d, 0, [_spec(10)], precise, None, False)
+    known_demand = replace(d, entry_msgs=seven_each)
+    assert new_plan(known_demand, 0, [_spec(10)], batch, False).msgs_per_entry == 1.0 and asked == []
+    first = new_plan(d, 0, [_spec(10)], precise, False)
     assert (first.msgs_per_entry, first.max_entries) == (1.0, 1)
-    known = new_plan(d, 0, [_spec(10)], precise, 7.0, False)
-    assert (known.msgs_per_entry, known.max_entries) == (7.0, 50)
-    # Only a message limit needs the estimate; a byte-only quota reads on.
-    assert new_plan(d, 0, [_spec(math.inf)], precise, None, False).max_entries == 50
+    known = new_plan(known_demand, 0, [_spec(10), _spec(30)], precise, False)
+    assert (known.msgs_per_entry, known.max_entries, known.msgs(2), known.msgs(4)) == (7.0, 50, 14.0, 28.0)
+    assert asked == [10]  # the entries the tightest quota could admit
+    # Only a message limit needs to know the entries; a byte-only quota reads on.
+    assert new_plan(d, 0, [_spec(math.inf)], precise, False).max_entries == 50
 
 
 # --- rotating order ----------------------------------------------------------------------

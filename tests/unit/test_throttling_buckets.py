@@ -38,7 +38,7 @@ def demand(**kwargs: object) -> PartitionDemand:
         subscription="sub",
         backlog_entries=10,
         bytes_for=lambda k: float(k),
-        msgs_per_entry_sample=1.0,
+        entry_msgs=None,
     )
     return PartitionDemand(**{**defaults, **kwargs})  # type: ignore[arg-type]
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.model import Admission, PartitionDemand, QuotaConfig, Rate
+from pulsar_throttled_source.throttling.model import (
+    Admission,
+    EntryMessages,
+    LearnEntryMessages,
+    PartitionDemand,
+    QuotaConfig,
+    Rate,
+)
 from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
 
 TOPIC = "persistent://public/default/t"
@@ -29,11 +36,27 @@ class FakeClock:
         self.now += seconds
 
 
+def entries_holding(counts: list[int]) -> LearnEntryMessages:
+    """A backlog whose entries hold `counts` messages each, learned the way the planner does:
+    the entries that hold the asked-for messages, and one more."""
+
+    def learn(msgs: float) -> EntryMessages:
+        known, total = [], 0
+        for count in counts:
+            known.append(count)
+            if total >= msgs:
+                break
+            total += count
+        return EntryMessages(tuple(known))
+
+    return learn
+
+
 def demand(
     partition: str = P0,
     backlog: int = 1000,
     entry_bytes: int = 100,
-    sample: float | None = 1.0,
+    msgs_per_entry: int | list[int] | None = 1,
     topic: Rate | None = None,
     subscription: Rate | None = None,
     subscription_name: str = "sub",
@@ -41,12 +64,13 @@ def demand(
     publish_bytes: float = 0.0,
     topic_rates: tuple[tuple[str, Rate], ...] | None = None,
 ) -> PartitionDemand:
+    counts = [msgs_per_entry] * backlog if isinstance(msgs_per_entry, int) else msgs_per_entry
     return PartitionDemand(
         partition=partition,
         subscription=subscription_name,
         backlog_entries=backlog,
         bytes_for=lambda k: float(k * entry_bytes),
-        msgs_per_entry_sample=sample,
+        entry_msgs=None if counts is None else entries_holding(counts),
         publish_rate_msgs=publish_msgs,
         publish_rate_bytes=publish_bytes,
         topic_rates=topic_rates
@@ -221,55 +245,73 @@ def test_batch_mode_is_exact_over_many_windows_and_polls() -> None:
         per_window = []
         for offset in (0.0, 0.3, 0.6):  # several micro-batches within one window
             clock.now = float(int(clock.now)) + offset
-            [admission] = quota.plan([demand(sample=10.0, topic=topic)])  # 10 msgs per entry
+            [admission] = quota.plan([demand(msgs_per_entry=10, topic=topic)])
             assert admission.msgs == admission.entries  # one entry counts as one message
             per_window.append(admission.entries)
         assert per_window == [50, 0, 0]
         clock.now = float(int(clock.now)) + 1.0
 
 
-def test_precise_mode_converts_messages_to_entries_with_the_average() -> None:
+def test_precise_mode_converts_messages_to_entries_by_what_they_hold() -> None:
     quota = engine(FakeClock(), mode="precise")
-    [admission] = quota.plan([demand(sample=10.0, topic=Rate(msgs=500))])
-    assert admission.entries == 50
-    assert admission.msgs == 500.0
+    [admission] = quota.plan([demand(msgs_per_entry=10, topic=Rate(msgs=500))])
+    assert (admission.entries, admission.msgs) == (50, 500.0)
 
 
-def test_precise_mode_keeps_a_moving_average_of_messages_per_entry() -> None:
+@pytest.mark.parametrize("history", ["batched then single", "single then batched"])
+def test_precise_mode_prices_the_entries_it_admits_when_batching_changes(history: str) -> None:
+    # The topic's batching changed: what the planner admits holds the quota, window after window,
+    # whatever the topic's lifetime average.
+    batched, single = [10] * 30, [1] * 300
+    counts = batched + single if history == "batched then single" else single + batched
     clock = FakeClock(1000.0)
     quota = engine(clock, mode="precise")
-    topic = Rate(msgs=110)
-    assert entries(quota.plan([demand(sample=10.0, topic=topic)])) == [11]  # avg 10
-    clock.advance(1)
-    [admission] = quota.plan([demand(sample=20.0, topic=topic)])  # avg 0.9*10 + 0.1*20 = 11
-    assert admission.entries == 10
-    assert admission.msgs == pytest.approx(110.0)
-    clock.advance(1)
-    assert entries(quota.plan([demand(sample=20.0, topic=topic)])) == [9]  # avg 11.9
+    delivered = []
+    while counts:
+        [admission] = quota.plan([demand(backlog=len(counts), msgs_per_entry=counts, topic=Rate(msgs=100))])
+        read = counts[:admission.entries]
+        assert admission.msgs == sum(read)  # charged what the entries hold
+        delivered.append(sum(read))
+        del counts[:admission.entries]
+        clock.advance(1)
+    assert all(abs(d - 100) <= 5 for d in delivered[:-1]) and sum(delivered) == 600
 
 
-def test_precise_mode_without_a_sample_reads_one_entry_first() -> None:
+def test_idle_polls_change_nothing_in_what_a_window_admits() -> None:
+    clock = FakeClock(1000.0)
+    quota = engine(clock, mode="precise")
+    topic = Rate(msgs=100)
+    assert entries(quota.plan([demand(msgs_per_entry=10, topic=topic)])) == [10]
+    for _ in range(50):  # polls while the window's quota is spent
+        assert entries(quota.plan([demand(msgs_per_entry=10, topic=topic)])) == [0]
+    clock.advance(1)
+    assert entries(quota.plan([demand(msgs_per_entry=10, topic=topic)])) == [10]
+
+
+def test_precise_mode_without_known_entries_reads_one_entry_first() -> None:
     quota = engine(FakeClock(1000.0), mode="precise")
     topic = Rate(msgs=500)
-    [first] = quota.plan([demand(sample=None, topic=topic)])
+    [first] = quota.plan([demand(msgs_per_entry=None, topic=topic)])
     assert (first.entries, first.msgs) == (1, 1.0)
-    assert first.held_back is not None and "estimate" in first.held_back
-    # Once a sample arrives, the rest of the window's quota (499) is used: 499/10 = 49.9,
+    assert first.held_back is not None and "not known yet" in first.held_back
+    # Once the entries are known, the rest of the window's quota (499) is used: 49.9 entries of 10,
     # and precise mode admits the nearest whole entry count, 50 (1 message of debt).
-    assert entries(quota.plan([demand(sample=10.0, topic=topic)])) == [50]
+    assert entries(quota.plan([demand(msgs_per_entry=10, topic=topic)])) == [50]
 
 
 def test_precise_mode_rounds_to_the_nearest_entry_so_slack_does_not_drift() -> None:
-    # An estimate just above 10 messages per entry: rounding down would admit 49 entries
-    # (490 messages) every window, 2 % short for ever; nearest-entry admits 50 and the
-    # half-entry overshoot is paid back as debt, so the long-run rate equals the quota.
+    # Entries of 10, 10 and 11 messages: rounding down would admit short of the quota every window,
+    # for ever; nearest-entry admits up to half an entry over and pays it back as debt, so the
+    # long-run rate equals the quota.
     clock = FakeClock(1000.0)
     quota = engine(clock, mode="precise")
     topic = Rate(msgs=500)
+    counts = [10, 10, 11] * 2000
     delivered = []
     for _ in range(40):
-        [admission] = quota.plan([demand(sample=10.04, topic=topic)])
-        delivered.append(admission.msgs)
+        [admission] = quota.plan([demand(backlog=len(counts), msgs_per_entry=counts, topic=topic)])
+        delivered.append(sum(counts[:admission.entries]))
+        del counts[:admission.entries]
         clock.advance(1)
     assert all(abs(d - 500) <= 0.05 * 500 for d in delivered)
     assert abs(sum(delivered) / len(delivered) - 500) <= 0.01 * 500
@@ -333,7 +375,7 @@ def test_one_entry_minimum_at_source_level_only_while_source_quota_remains() -> 
     # 10 msgs per entry, source quota 15: the first partition gets one entry by share
     # (10 <= 15), the second one by the one-entry minimum (5 left), the others nothing.
     quota = engine(FakeClock(), source=Rate(msgs=15), mode="precise")
-    admissions = quota.plan([demand(p, sample=10.0) for p in (P0, P1, P2)])
+    admissions = quota.plan([demand(p, msgs_per_entry=10) for p in (P0, P1, P2)])
     assert entries(admissions) == [1, 1, 0]
     assert admissions[2].held_back == "source-wide quota exhausted (msgs, debt 5)"
 
@@ -470,3 +512,31 @@ def test_engines_share_buckets_through_a_sqlite_store(tmp_path) -> None:  # type
     assert entries(first.plan([demand(topic=topic)])) == [0]
     clock.advance(1)
     assert entries(engine(clock, SqliteQuotaStore(path)).plan([demand(topic=topic)])) == [10]
+
+
+# --- the shared store's upkeep -------------------------------------------------------------------
+
+
+def test_buckets_unused_for_a_day_are_purged_once_an_hour(tmp_path) -> None:
+    import sqlite3
+
+    from pulsar_throttled_source.throttling.engine import PURGE_EVERY_S, STALE_BUCKET_S
+
+    path = tmp_path / "quota.sqlite"
+    store = SqliteQuotaStore(str(path))
+    clock = FakeClock(1000.0)
+    engine(clock, store, query_id="old").plan([demand(partition="persistent://public/default/gone-partition-0",
+                                                      topic=Rate(msgs=10))])
+    with sqlite3.connect(path) as conn:  # that query stopped a day ago
+        conn.execute("UPDATE buckets SET updated_at = updated_at - ?", (STALE_BUCKET_S + 60,))
+    quota = engine(clock, store)
+    quota.plan([demand(topic=Rate(msgs=10))])
+    assert not [key for key in store.keys() if "gone" in key] and store.keys()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE buckets SET updated_at = updated_at - ?", (STALE_BUCKET_S + 60,))
+    clock.advance(PURGE_EVERY_S - 1)
+    quota.plan([demand(backlog=0, topic=Rate(msgs=10))])  # nothing charged, and not the hour yet
+    assert store.keys()
+    clock.advance(1)
+    quota.plan([demand(backlog=0, topic=Rate(msgs=10))])
+    assert store.keys() == []

@@ -1,4 +1,4 @@
-"""Unit tests of the estimators (messages per entry, publish rate) and the report wording."""
+"""Unit tests of the estimates (messages of known entries, publish rate) and the report wording."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import math
 import pytest
 
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.estimators import MessagesPerEntry, SmoothedPublishRates
+from pulsar_throttled_source.throttling.estimators import SmoothedPublishRates
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     SUBSCRIPTION_LEVEL,
     TOPIC_LEVEL,
+    EntryMessages,
     PartitionDemand,
 )
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
@@ -20,20 +21,17 @@ P0 = "persistent://public/default/t-partition-0"
 P1 = "persistent://public/default/t-partition-1"
 
 
-def demand(partition: str = P0, sample: float | None = 1.0, msgs: float = 0.0, bytes_: float = 0.0) -> PartitionDemand:
-    return PartitionDemand(partition, "sub", 10, lambda k: float(k), sample, msgs, bytes_)
+def demand(partition: str = P0, msgs: float = 0.0, bytes_: float = 0.0) -> PartitionDemand:
+    return PartitionDemand(partition, "sub", 10, lambda k: float(k), None, msgs, bytes_)
 
 
-def test_messages_per_entry_moving_average_ignores_unusable_samples() -> None:
-    average = MessagesPerEntry()
-    assert average.get(P0) is None
-    average.update([demand(sample=None), demand(sample=0.0), demand(sample=math.nan), demand(sample=math.inf)])
-    assert average.get(P0) is None
-    average.update([demand(sample=0.5)])  # an entry holds at least one message
-    assert average.get(P0) == 1.0
-    average.update([demand(sample=11.0), demand(P1, sample=4.0)])
-    assert average.get(P0) == pytest.approx(2.0)  # 0.9 * 1 + 0.1 * 11
-    assert average.get(P1) == 4.0
+def test_entry_messages_are_exact_for_known_entries_and_their_average_beyond() -> None:
+    known = EntryMessages((10, 10, 1, 3))
+    assert [known.msgs(k) for k in range(5)] == [0, 10, 20, 21, 24]
+    assert known.per_entry == 6.0 and known.msgs(6) == 24 + 2 * 6.0
+    assert EntryMessages().per_entry is None and EntryMessages().msgs(3) == 3.0
+    assert EntryMessages((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
+    assert EntryMessages((10, 10), beyond=20.0).msgs(4) == 60  # sampled entries price the rest
 
 
 def test_smoothed_publish_rate_rises_at_once_and_falls_once_per_window() -> None:
