@@ -9,10 +9,12 @@ processing-time trigger equal to the period:
 - batch mode (batched-10 data), `dispatchThrottlingRatePerTopicInMsg=50`: one entry counts as
   one message, so delivered *entries* per window and partition are compared with 50;
 - precise mode (batched-10 data), `dispatchThrottlingRatePerTopicInMsg=500`: delivered
-  *messages* per window and partition are compared with 500 (the engine estimates messages
-  per entry from publish-side averages);
-- precise mode on the variable entries: the same, reported with the spread that an estimate
-  from averages must show when entries differ (it cannot know an entry's count before reading).
+  *messages* per window and partition are compared with 500 (the planner counts the messages of
+  the entries it admits from their metadata);
+- precise mode on the variable entries: the same; the planner looks up the first 16 entries a
+  window admits exactly and samples the rest, so some spread remains past the 16th entry;
+- precise mode on a topic whose batching changed (10 per entry, then unbatched, then 10 again):
+  each window is priced by the entries it admits, so it stays on the quota across the changes.
 
 Each micro-batch is attributed to the quota window it was planned in (from the query
 progress). Prints per-window delivered vs quota, the largest over-delivery and the mean
@@ -54,22 +56,33 @@ SCENARIOS = {
     "batch": ("batch", 50, "entries", "batched-10"),
     "precise": ("precise", 500, "messages", "batched-10"),
     "precise-variable": ("precise", 500, "messages", "variable"),
+    "precise-rebatched": ("precise", 500, "messages", "rebatched"),
 }
 
 
 def produce_backlog(client: pulsar.Client, topic: str, entries_per_partition: int, kind: str, seed: int = 7) -> dict[str, int]:
     """`batched-10`: a producer batching 10 messages per entry (a batch is cut after 10
-    messages, or after 100 ms). `variable`: entries of 8..12 messages, each closed by flush()."""
+    messages, or after 100 ms). `variable`: entries of 8..12 messages, each closed by flush().
+    `rebatched`: producers that changed batching over the topic's history: a third of the entries
+    batched 10 per entry, a third unbatched, then batched again."""
     counts: dict[str, int] = {}
 
     def fill(partition: str, rnd: random.Random) -> None:
         sent = 0
-        if kind == "batched-10":
-            producer = client.create_producer(partition, batching_enabled=True, batching_max_messages=10,
-                                              batching_max_publish_delay_ms=100, block_if_queue_full=True)
-            for sent in range(1, entries_per_partition * 10 + 1):
-                producer.send_async(f"m{sent}".encode().ljust(40, b"."), None)
-            producer.flush()
+        if kind in ("batched-10", "rebatched"):
+            stretches = [(10, entries_per_partition)] if kind == "batched-10" else [(10, entries_per_partition // 3),
+                                                                                   (1, entries_per_partition // 3),
+                                                                                   (10, entries_per_partition // 3)]
+            for per_entry, n_entries in stretches:
+                producer = client.create_producer(partition, batching_enabled=per_entry > 1, batching_max_messages=per_entry,
+                                                  batching_max_publish_delay_ms=100, block_if_queue_full=True)
+                for _ in range(n_entries * per_entry):
+                    sent += 1
+                    producer.send_async(f"m{sent}".encode().ljust(40, b"."), None)
+                producer.flush()
+                producer.close()
+            counts[partition] = sent
+            return
         else:
             producer = client.create_producer(partition, batching_enabled=True, batching_max_messages=1000,
                                               batching_max_publish_delay_ms=60_000, block_if_queue_full=True)

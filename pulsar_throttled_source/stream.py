@@ -110,11 +110,12 @@ class PulsarStreamReader(DataSourceStreamReader):
     @property
     def engine(self) -> QuotaEngine:
         if self._engine is None:
-            from .throttling.store import SqliteQuotaStore
+            from .throttling.store import open_quota_store
 
             assert self._query_id is not None, "the query's identity is known before its first plan"
             quota = replace(self.options.quota, query_id=self._query_id)
-            self._engine = QuotaEngine(quota, SqliteQuotaStore(self.options.quota_state_path), self._clock)
+            store = open_quota_store(self.options.quota_store_url, self.options.quota_state_path)
+            self._engine = QuotaEngine(quota, store, self._clock)
         return self._engine
 
     @property

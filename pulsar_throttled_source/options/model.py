@@ -57,6 +57,7 @@ class SourceOptions:
     quota_source: QuotaSource
     policy_refresh_ms: int
     quota_state_path: str
+    quota_store_url: Secret | None  # None: the SQLite file at quota_state_path
     private_key_path: str | None
     public_key_path: str | None
     crypto_failure_action: str

@@ -75,6 +75,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         quota_source=quota_source,
         policy_refresh_ms=values.number(opts, "policyRefreshIntervalMs"),
         quota_state_path=values.path(opts, "quotaStatePath"),
+        quota_store_url=values.store_url(opts, "quotaStore"),
         private_key_path=values.key_path(opts, "encryption.privateKeyPath"),
         public_key_path=values.key_path(opts, "encryption.publicKeyPath"),
         crypto_failure_action=str(values.choice(opts, "cryptoFailureAction")),

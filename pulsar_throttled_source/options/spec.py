@@ -13,7 +13,7 @@ from typing import Literal
 # How a value is read (values.py): int (bounded), quota (positive or -1), bool, choice, url,
 # name (a string with an allowed pattern), path (blank: the default), key_path (a PEM file path),
 # and kinds read by a cross-option rule in parse.py: topic(s), pattern, start, prefix (pulsar.*.*).
-Kind = Literal["int", "quota", "bool", "choice", "url", "name", "path", "key_path", "topic", "topics", "pattern", "start", "prefix"]
+Kind = Literal["int", "quota", "bool", "choice", "url", "store", "name", "path", "key_path", "topic", "topics", "pattern", "start", "prefix"]
 
 MS = "milliseconds"
 QUOTA_EXPECTED = "a positive integer, or -1 for no limit"
@@ -113,6 +113,9 @@ SPECS: tuple[OptionSpec, ...] = (
     _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both."),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
+    OptionSpec("quotaStore", "store", None,
+               "Where topic and subscription quota buckets live: unset for the SQLite file at quotaStatePath (queries on this host), or a Redis server shared by queries on any host, redis://[[user]:password@]host:port[/db] (rediss:// for TLS); the password never reaches logs.",
+               allowed=("redis", "rediss"), shown="(SQLite)"),
     OptionSpec("encryption.privateKeyPath", "key_path", None, "PEM private key (a path readable on every executor) to read end-to-end encrypted topics; without it an encrypted topic fails the query at once, naming it."),
     OptionSpec("encryption.publicKeyPath", "key_path", None, "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
     _choice("cryptoFailureAction", "fail", ("fail", "discard", "consume"),

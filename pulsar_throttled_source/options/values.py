@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
+from .model import Secret
 from .spec import BY_NAME, TMP, USER, OptionSpec
 
 Opts = Mapping[str, str]
@@ -100,6 +101,25 @@ def url(opts: Opts, name: str) -> str:
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
         raise ValueError(f"Option '{name}': '{raw}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
     return raw.rstrip("/")
+
+
+def store_url(opts: Opts, name: str) -> Secret | None:
+    """A store URL (it may carry a password: never echoed), or None when unset or blank."""
+    spec = _spec(name, ("store",))
+    raw = str(opts.get(spec.key, "")).strip()
+    if not raw:
+        return None
+    parsed = urlparse(raw)
+    try:
+        port_ok = parsed.port is None or 0 < parsed.port < 65536
+        db_ok = parsed.path in ("", "/") or parsed.path[1:].isdigit()
+    except ValueError:
+        port_ok = db_ok = False
+    if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok or not db_ok:
+        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", raw)
+        raise ValueError(f"Option '{name}': '{shown}' is not a valid store URL; expected "
+                         f"{' or '.join(s + '://[[user]:password@]host:port[/db]' for s in spec.allowed)}, or unset for the SQLite file.")
+    return Secret(raw)
 
 
 def name_value(opts: Opts, name: str) -> str:

@@ -5,9 +5,10 @@ reads and charges several buckets in one *transaction*; the store guarantees tha
 process or thread interleaves with it, which is what keeps concurrent micro-batch planners
 from over-admitting (the "get remaining -> load -> deduct" race the Pulsar docs describe).
 
-Two stores:
+Stores:
 - ``MemoryQuotaStore``: one process, for unit tests and single-query use.
 - ``SqliteQuotaStore``: one sqlite file per host, shared by every process that opens it.
+- ``redis_store.RedisQuotaStore``: a Redis server, shared by planners on any host (quotaStore).
 """
 
 from __future__ import annotations
@@ -254,3 +255,12 @@ class SqliteQuotaStore:
         """All bucket keys (for tests and diagnostics)."""
         rows = self._connection().execute("SELECT key FROM buckets ORDER BY key").fetchall()
         return [row[0] for row in rows]
+
+
+def open_quota_store(url: str | None, sqlite_path: str) -> QuotaStore:
+    """The store a query's options name: a Redis server (quotaStore) or the host's SQLite file."""
+    if url:
+        from .redis_store import RedisQuotaStore  # redis is only imported by queries that use it
+
+        return RedisQuotaStore(url)
+    return SqliteQuotaStore(sqlite_path)

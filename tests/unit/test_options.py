@@ -42,6 +42,19 @@ def test_quota_state_is_private_to_the_user_by_default(tmp_path, monkeypatch):
     assert parse().quota_state_path == str(tmp_path / f"pulsar-throttled-{os.getuid()}" / "quota.sqlite")
 
 
+def test_quota_store_is_the_sqlite_file_unless_a_redis_url_is_given():
+    assert parse().quota_store_url is None and parse(quotaStore=" ").quota_store_url is None
+    o = parse(quotaStore="redis://:pw-123@redis.example:6379/2")
+    assert o.quota_store_url == "redis://:pw-123@redis.example:6379/2" and "pw-123" not in repr(o)
+    assert parse(quotaStore="rediss://user:pw@redis.example:6380").quota_store_url is not None
+    for bad in ("http://:pw-123@redis.example:6379", "redis://:pw-123@redis.example:99999", "redis://:pw-123@:6379",
+                "redis://:pw-123@redis.example:6379/x"):
+        with pytest.raises(ValueError, match=r"Option 'quotaStore': '.*:\*\*\*@.*' is not a valid store URL; expected "
+                                             r"redis://\[\[user\]:password@\]host:port\[/db\] or rediss://") as error:
+            parse(quotaStore=bad)
+        assert "pw-123" not in str(error.value)
+
+
 def test_quota_options_and_aliases():
     o = parse(dispatchThrottlingRatePerTopicInMsg="50", dispatchThrottlingOnBatchMessageEnabled="true", ratePeriodInSecond="5")
     assert o.topic_rate.msgs == 50 and o.topic_rate.period_s == 5 and o.quota.mode == "batch" and o.throttled
