@@ -74,8 +74,9 @@ def produce_backlog(client: pulsar.Client, topic: str, entries_per_partition: in
                                                                                    (1, entries_per_partition // 3),
                                                                                    (10, entries_per_partition // 3)]
             for per_entry, n_entries in stretches:
-                producer = client.create_producer(partition, batching_enabled=per_entry > 1, batching_max_messages=per_entry,
-                                                  batching_max_publish_delay_ms=100, block_if_queue_full=True)
+                batching = {"batching_enabled": True, "batching_max_messages": per_entry,
+                            "batching_max_publish_delay_ms": 100} if per_entry > 1 else {"batching_enabled": False}
+                producer = client.create_producer(partition, block_if_queue_full=True, **batching)
                 for _ in range(n_entries * per_entry):
                     sent += 1
                     producer.send_async(f"m{sent}".encode().ljust(40, b"."), None)
@@ -240,7 +241,9 @@ def plot(results: list[dict], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=60.0, help="length of each throttled drain")
+    parser.add_argument("--scenarios", nargs="+", choices=sorted(SCENARIOS), default=list(SCENARIOS), help="which to run")
     args = parser.parse_args(argv)
+    scenarios = {name: SCENARIOS[name] for name in args.scenarios}
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         admin = TopicAdmin(broker.admin_url)
         client = pulsar.Client(broker.service_url, logger=_quiet())
         topics: dict[str, str] = {}
-        for kind in sorted({backlog for *_, backlog in SCENARIOS.values()}):
+        for kind in sorted({backlog for *_, backlog in scenarios.values()}):
             topic = TopicName.parse(f"bench-accuracy-{kind}-{time.time_ns()}")
             admin.create_partitioned_topic(topic, PARTITIONS)
             t0 = time.time()
@@ -270,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
                  .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            results = [run_scenario(spark, broker, topics[SCENARIOS[name][3]], name, args.seconds, work) for name in SCENARIOS]
+            results = [run_scenario(spark, broker, topics[SCENARIOS[name][3]], name, args.seconds, work) for name in scenarios]
         finally:
             spark.stop()
         admin.close()
@@ -278,22 +281,31 @@ def main(argv: list[str] | None = None) -> int:
     summaries = {r["scenario"]: report(r) for r in results}
     path = OUT / "throttle_accuracy.png"
     plot(results, path)
-    batch_ok = summaries["batch"]["largest_over"] <= 0
-    precise_ok = summaries["precise"]["within_5pct"] == summaries["precise"]["cells"]
-    variable = summaries["precise-variable"]
-    # What averages cannot see: with entries of 8..12 messages (variance 2), a window of
-    # quota/10 entries holds quota +- sqrt(entries * 2) messages whatever the planner does.
-    low, high = MSGS_PER_ENTRY
-    spread = math.sqrt(500 / 10 * ((high - low + 1) ** 2 - 1) / 12) / 500
     print(f"\nplot: {path}")
-    print(f"targets: batch mode never over-delivers: {'met' if batch_ok else 'MISSED'}; "
-          f"precise mode within 5% per window (producer batching 10 per entry): {'met' if precise_ok else 'MISSED'} "
-          f"({summaries['precise']['within_5pct']}/{summaries['precise']['cells']} windows)")
-    print(f"precise mode on variable entries (8..12 messages): {variable['within_5pct']}/{variable['cells']} windows within 5%, "
-          f"mean error {variable['mean_error_pct']:+.2f}%; entry sizes alone spread a window by "
-          f"{100 * spread:.1f}% (one standard deviation), so about {100 * math.erfc(0.05 / spread / math.sqrt(2)):.1f}% "
-          "of windows are expected outside 5% (reported, not a target)")
-    return 0 if batch_ok and precise_ok else 1
+    ok = True
+    if "batch" in summaries:
+        batch_ok = summaries["batch"]["largest_over"] <= 0
+        ok &= batch_ok
+        print(f"target: batch mode never over-delivers: {'met' if batch_ok else 'MISSED'}")
+    for name in ("precise", "precise-rebatched"):
+        if name in summaries:
+            s = summaries[name]
+            # The last window of a drain may be short: the run ends inside it.
+            met = s["within_5pct"] >= s["cells"] - PARTITIONS
+            ok &= met
+            print(f"target: {name}: within 5% per window: {'met' if met else 'MISSED'} ({s['within_5pct']}/{s['cells']} windows, "
+                  f"mean error {s['mean_error_pct']:+.2f}%)")
+    if "precise-variable" in summaries:
+        variable = summaries["precise-variable"]
+        # What an estimate cannot see past the looked-up entries: with entries of 8..12 messages
+        # (variance 2), a window of quota/10 entries holds quota +- sqrt(entries * 2) messages.
+        low, high = MSGS_PER_ENTRY
+        spread = math.sqrt(500 / 10 * ((high - low + 1) ** 2 - 1) / 12) / 500
+        print(f"precise mode on variable entries (8..12 messages): {variable['within_5pct']}/{variable['cells']} windows within 5%, "
+              f"mean error {variable['mean_error_pct']:+.2f}%; entry sizes alone spread a window by "
+              f"{100 * spread:.1f}% (one standard deviation), so about {100 * math.erfc(0.05 / spread / math.sqrt(2)):.1f}% "
+              "of windows are expected outside 5% (reported, not a target)")
+    return 0 if ok else 1
 
 
 def len_entries(admin: TopicAdmin, topic: TopicName) -> dict[str, int]:
