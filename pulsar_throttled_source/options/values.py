@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
+from ..throttling.redis_store import redacted
 from .model import Secret
 from .spec import BY_NAME, TMP, USER, OptionSpec
 
@@ -116,7 +117,7 @@ def store_url(opts: Opts, name: str) -> Secret | None:
     except ValueError:
         port_ok = db_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok or not db_ok:
-        shown = re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", raw)
+        shown = redacted(raw)
         raise ValueError(f"Option '{name}': '{shown}' is not a valid store URL; expected "
                          f"{' or '.join(s + '://[[user]:password@]host:port[/db]' for s in spec.allowed)}, or unset for the SQLite file.")
     return Secret(raw)
