@@ -238,5 +238,7 @@ class PulsarStreamReader(DataSourceStreamReader):
             self.durable_cursor.follow(checkpointed_offsets(end, "committed offset"))
 
     def stop(self) -> None:
+        if self._entry_counts is not None:
+            self._entry_counts.close()  # lookups under way are not waited for
         if self._admin is not None:
             self._admin.close()

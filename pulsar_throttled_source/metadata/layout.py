@@ -72,6 +72,14 @@ class Backlog:
         ledger, first, _, _ = self.runs[i]
         return EntryPosition(ledger, first + (k - before_e) - 1)
 
+    def index_of(self, position: tuple[int, int]) -> int | None:
+        """How many entries precede `position` (ledger, entry) in the backlog; None when it is not in it."""
+        ledger, entry = position
+        for run, (run_ledger, first, count, _) in enumerate(self.runs):
+            if run_ledger == ledger and first <= entry < first + count:
+                return (self._cum_entries[run - 1] if run else 0) + entry - first
+        return None
+
 
 @dataclass(frozen=True)
 class PartitionLayout:

@@ -6,6 +6,7 @@ throttling package.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -13,6 +14,7 @@ from itertools import accumulate
 from typing import Literal
 
 ThrottlingMode = Literal["precise", "batch"]
+TAIL_KNOTS = 4  # the last looked-up entries that price what lies past them
 
 # Levels, in the order they are reported; a bucket belongs to exactly one.
 SOURCE_LEVEL = "source-wide"
@@ -61,11 +63,15 @@ class QuotaConfig:
 
 @dataclass(frozen=True)
 class EntryMessages:
-    """What is known of the messages held by a partition's first backlog entries: exact counts for
-    the first len(counts) entries (from each entry's own metadata), their average beyond them."""
+    """What is known of the messages held by a partition's backlog entries: exact counts for the
+    first len(counts) entries, and `knots`, the counts of single entries looked up further on.
+
+    Between two known entries of equal count, every entry is priced at that count (a producer keeps
+    its batching over a stretch); between two that differ, at their mean (the looker-up narrows such
+    gaps down to where the batching changed); past the last knot, at the mean of the last knots."""
 
     counts: tuple[int, ...] = ()
-    beyond: float | None = None  # messages per entry past the known ones (samples); default: their average
+    knots: tuple[tuple[int, float], ...] = ()  # (entry index >= len(counts), its count), ascending index
 
     @cached_property
     def _cumulative(self) -> tuple[int, ...]:
@@ -74,12 +80,50 @@ class EntryMessages:
     @property
     def per_entry(self) -> float | None:
         """Average messages per known entry, at least one (None when no entry is known)."""
-        return max(1.0, self._cumulative[-1] / len(self.counts)) if self.counts else None
+        if self.counts:
+            return max(1.0, self._cumulative[-1] / len(self.counts))
+        if self.knots:
+            return max(1.0, sum(c for _, c in self.knots) / len(self.knots))
+        return None
+
+    @property
+    def tail(self) -> float:
+        """The price of an entry past every known one: the mean of the last knots, back to where
+        the batching changed (a knot more than 1.5x off the last one)."""
+        if not self.knots:
+            return self.per_entry or 1.0
+        last = self.knots[-1][1]
+        stretch = [last]
+        for _, count in reversed(self.knots[-TAIL_KNOTS:-1]):
+            if max(count, last) > 1.5 * max(1, min(count, last)):
+                break
+            stretch.append(count)
+        return max(1.0, sum(stretch) / len(stretch))
+
+    @cached_property
+    def _segments(self) -> tuple[tuple[int, ...], tuple[float, ...], tuple[float, ...]]:
+        """(first entry, messages before it, price per entry) of each stretch past the exact counts."""
+        stretches: list[tuple[int, float, float]] = []
+        index, total = len(self.counts), float(self._cumulative[-1])
+        previous: float | None = self.counts[-1] if self.counts else None
+        for at, count in self.knots:
+            if at > index:  # the entries between the last known one and this knot
+                price = float(count) if previous is None or previous == count else (previous + count) / 2
+                stretches.append((index, total, price))
+                total += (at - index) * price
+            stretches.append((at, total, float(count)))
+            total += count
+            index, previous = at + 1, count
+        stretches.append((index, total, self.tail))
+        starts, before, prices = zip(*stretches, strict=True)
+        return tuple(starts), tuple(before), tuple(prices)
 
     def msgs(self, entries: int) -> float:
-        known = min(entries, len(self.counts))
-        beyond = self.beyond if self.beyond is not None else (self.per_entry or 1.0)
-        return float(self._cumulative[known]) + (entries - known) * beyond
+        if entries <= len(self.counts):
+            return float(self._cumulative[max(0, entries)])
+        starts, before, prices = self._segments
+        i = bisect_right(starts, entries - 1) - 1  # the stretch holding the last entry counted
+        return before[i] + (entries - starts[i]) * prices[i] if i >= 0 else float(self._cumulative[-1])
 
 
 # Called with a message count: the entries that hold that many messages at the head of the backlog,

@@ -3,12 +3,15 @@ entry lookups the way the broker does (per-entry headers)."""
 
 from __future__ import annotations
 
+import random
+
 from pulsar_throttled_source.metadata.entry_counts import (
     EXACT_AHEAD,
+    HEAD_CHUNK,
     LOOKUPS_PER_PLAN,
+    REFINE_LOOKUPS,
     SAMPLES,
     EntryMessageCounts,
-    messages_in_entry,
 )
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.positions import EntryPosition
@@ -39,29 +42,57 @@ def backlog_after(entry: int, entries: int):
     return layout.backlog_after(EntryPosition(5, entry))
 
 
-def test_a_reader_is_handed_a_batch_whole_a_chunked_message_once_and_no_marker():
-    assert messages_in_entry({"X-Pulsar-num-batch-message": "10"}) == 10
-    assert messages_in_entry({}) == 1
-    assert messages_in_entry({"x-pulsar-chunk-id": "0", "x-pulsar-num-chunks-from-msg": "3"}) == 1
-    assert messages_in_entry({"x-pulsar-chunk-id": "2", "x-pulsar-num-chunks-from-msg": "3"}) == 0
-    assert messages_in_entry({"X-Pulsar-marker-type": "20"}) == 0
-    assert messages_in_entry({"X-Pulsar-txn-aborted": "true", "X-Pulsar-num-batch-message": "5"}) == 0
-
-
 def test_entries_a_quota_could_admit_are_counted_exactly_then_sampled_and_each_looked_up_once():
-    admin = FakeAdmin([1] * 200 + [10] * 100 + [20] * 200)
+    admin = FakeAdmin([1] * 200 + [10] * 300 + [20] * 500)
     counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
     counts.new_plan()
-    known = counts.learner(P0, backlog_after(199, 500))(100)  # the batched part, quota 100
+    known = counts.learner(P0, backlog_after(199, 1000))(100)  # the batched part, quota 100
     assert known.counts == (10,) * 11 and known.msgs(10) == 100  # ten entries hold the quota, and one more
-    assert sorted(admin.lookups) == [(5, e) for e in range(200, 200 + EXACT_AHEAD)]
-    many = counts.learner(P0, backlog_after(199, 500))(2_000)  # past the exact part: sampled
-    assert len(many.counts) == EXACT_AHEAD and many.beyond is not None and 10 < many.beyond < 20
-    assert len(admin.lookups) == EXACT_AHEAD + SAMPLES
+    assert sorted(admin.lookups) == [(5, e) for e in range(200, 200 + HEAD_CHUNK)]  # no further than that
+    many = counts.learner(P0, backlog_after(199, 1000))(4_000)  # past the exact part: sampled
+    assert len(many.counts) == EXACT_AHEAD and many.knots and many.msgs(300) == 3_000  # the 10s end at entry 300
+    assert many.msgs(350) == 3_000 + 50 * 20  # ... where the 20s begin: found, not averaged over
+    asked = len(admin.lookups)
+    assert asked < EXACT_AHEAD + SAMPLES + REFINE_LOOKUPS
     for _ in range(50):  # idle polls, and the next window from the same start
         counts.new_plan()
-        assert counts.learner(P0, backlog_after(199, 500))(100).counts == (10,) * 11
-    assert len(admin.lookups) == EXACT_AHEAD + SAMPLES and len(set(admin.lookups)) == len(admin.lookups)
+        assert counts.learner(P0, backlog_after(199, 1000))(100).counts == (10,) * 11
+        assert counts.learner(P0, backlog_after(199, 1000))(4_000).msgs(350) == 4_000
+    assert len(admin.lookups) == asked and len(set(admin.lookups)) == len(admin.lookups)
+
+
+def entries_holding(estimate, msgs: float) -> int:
+    """How many entries an admission of `msgs` messages takes, as the engine prices them."""
+    entries = 0
+    while estimate.msgs(entries + 1) <= msgs:
+        entries += 1
+    return entries
+
+
+def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
+    # Batched history, then a producer that stopped batching; and the other way round.
+    for history, then in (([10] * 150, [1] * 3_000), ([1] * 1_000, [10] * 500)):
+        admin = FakeAdmin(history + then)
+        counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+        truth = [sum(admin.counts[:k]) for k in range(len(admin.counts) + 1)]
+        for start, quota in ((-1, 2_000), (99, 500), (-1, 3_000), (899, 500), (40, 1_200)):
+            counts.new_plan()
+            estimate = counts.learner(P0, backlog_after(start, len(admin.counts)))(quota)
+            admitted = entries_holding(estimate, quota)
+            read = truth[start + 1 + admitted] - truth[start + 1]
+            assert abs(read - quota) <= 10, (history[0], start, quota, read)  # one entry at most
+        assert len(admin.lookups) < 600  # nowhere near one lookup per entry read
+
+
+def test_entries_of_varying_batches_within_a_window_are_all_counted():
+    rng = random.Random(3)
+    admin = FakeAdmin([rng.randint(8, 12) for _ in range(2_000)])
+    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+    for start in range(-1, 1_500, 49):
+        counts.new_plan()
+        estimate = counts.learner(P0, backlog_after(start, 2_000))(500)
+        admitted = entries_holding(estimate, 500)
+        assert 488 < sum(admin.counts[start + 1:start + 1 + admitted]) <= 500
 
 
 def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
@@ -69,8 +100,8 @@ def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
     counts.learner(P0, backlog_after(-1, 40))(50)
     counts.learner(P0, backlog_after(4, 40))(50)  # five entries read: five more to learn
-    assert sorted(admin.lookups) == [(5, e) for e in range(EXACT_AHEAD + 5)]
-    assert set(counts._known[P0]) == {(5, e) for e in range(5, EXACT_AHEAD + 5)}
+    assert sorted(admin.lookups) == [(5, e) for e in range(HEAD_CHUNK + 5)]
+    assert set(counts._known[P0]) == {(5, e) for e in range(5, HEAD_CHUNK + 5)}
 
 
 def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
@@ -80,8 +111,14 @@ def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     partitions = [f"{P0[:-1]}{i}" for i in range(20)]
     learned = [counts.learner(p, backlog_after(-1, 1000))(10_000) for p in partitions]
     assert len(admin.lookups) == LOOKUPS_PER_PLAN and learned[-1].counts == ()
+    assert learned[-1].per_entry is None  # nothing known of it yet: the engine reads one entry
     counts.new_plan()
     assert len(counts.learner(partitions[-1], backlog_after(-1, 1000))(10).counts) == 11
+    counts.new_plan()
+    for p in partitions[:-1]:  # the budget goes to others: the partition keeps its last average
+        counts.learner(p, backlog_after(99, 1000))(10_000)
+    later = counts.learner(partitions[-1], backlog_after(499, 1000))(10)
+    assert later.counts == () and later.per_entry == 1.0 and later.msgs(10) == 10
     gone = EntryMessageCounts(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
     assert gone.learner(P0, backlog_after(-1, 10))(10).counts == (1, 1, 1)
 

@@ -25,13 +25,16 @@ def demand(partition: str = P0, msgs: float = 0.0, bytes_: float = 0.0) -> Parti
     return PartitionDemand(partition, "sub", 10, lambda k: float(k), None, msgs, bytes_)
 
 
-def test_entry_messages_are_exact_for_known_entries_and_their_average_beyond() -> None:
+def test_entry_messages_are_exact_for_known_entries_and_priced_by_their_neighbours_beyond() -> None:
     known = EntryMessages((10, 10, 1, 3))
     assert [known.msgs(k) for k in range(5)] == [0, 10, 20, 21, 24]
     assert known.per_entry == 6.0 and known.msgs(6) == 24 + 2 * 6.0
     assert EntryMessages().per_entry is None and EntryMessages().msgs(3) == 3.0
     assert EntryMessages((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
-    assert EntryMessages((10, 10), beyond=20.0).msgs(4) == 60  # sampled entries price the rest
+    sampled = EntryMessages((10, 10), ((4, 20), (6, 20), (9, 1)))  # entries looked up further on
+    assert [sampled.msgs(k) for k in (3, 5, 7, 9, 10)] == [35, 70, 110, 131, 132]  # equal neighbours: theirs; else the mean
+    assert sampled.msgs(12) == 134  # past the last one: the last stretch's count, not the mean of all
+    assert EntryMessages((), ((0, 7.5),)).msgs(2) == 15 and EntryMessages((), ((0, 7.5),)).per_entry == 7.5
 
 
 def test_smoothed_publish_rate_rises_at_once_and_falls_once_per_window() -> None:
