@@ -24,7 +24,7 @@ from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
 from .metadata.catalog import PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
-from .metadata.entry_counts import EntryMessageCounts
+from .metadata.entry_sizes import EntrySizes
 from .metadata.policies import BrokerPolicies
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
@@ -64,7 +64,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._engine: QuotaEngine | None = None
         self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
-        self._entry_counts: EntryMessageCounts | None = None
+        self._entry_sizes: EntrySizes | None = None
         self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
         self._initial: dict | None = None
@@ -76,7 +76,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         # Spark pickles this reader into every read task: ship options only, not the
         # driver's admin session, caches or quota engine (rebuilt lazily where needed).
         state = self.__dict__.copy()
-        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_counts"):
+        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
         return state
@@ -86,7 +86,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._admission = self._new_admission()
 
     def _new_admission(self) -> BatchAdmission:
-        return BatchAdmission(self.options, lambda: self.engine, lambda: self.policies, self._rates, lambda: self.entry_counts)
+        return BatchAdmission(self.options, lambda: self.engine, lambda: self.policies, self._rates, lambda: self.entry_sizes)
 
     # -- lazily built collaborators (the reader is pickled to the runner process first) ---
     @property
@@ -119,10 +119,10 @@ class PulsarStreamReader(DataSourceStreamReader):
         return self._engine
 
     @property
-    def entry_counts(self) -> EntryMessageCounts:
-        if self._entry_counts is None:
-            self._entry_counts = EntryMessageCounts(self.admin)
-        return self._entry_counts
+    def entry_sizes(self) -> EntrySizes:
+        if self._entry_sizes is None:
+            self._entry_sizes = EntrySizes(self.admin)
+        return self._entry_sizes
 
     @property
     def durable_cursor(self) -> DurableCursor:
@@ -238,7 +238,7 @@ class PulsarStreamReader(DataSourceStreamReader):
             self.durable_cursor.follow(checkpointed_offsets(end, "committed offset"))
 
     def stop(self) -> None:
-        if self._entry_counts is not None:
-            self._entry_counts.close()  # lookups under way are not waited for
+        if self._entry_sizes is not None:
+            self._entry_sizes.close()  # lookups under way are not waited for
         if self._admin is not None:
             self._admin.close()

@@ -8,8 +8,8 @@ Planning never reads messages; it plans from what these modules report:
 - ``catalog``: which partitions the query reads and their layouts, cached per refresh interval.
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
 - ``entry_headers``: what one entry's headers say: the messages a reader gets, its stored bytes.
-- ``entry_counts``: how many messages the entries a window could admit hold (precise mode): the
-  head exactly, samples beyond, bisection where the batching changed.
+- ``entry_sizes``: the messages and stored bytes of the entries a window could admit (precise
+  mode, byte quotas): the head exactly, samples beyond, bisection where the batching changed.
 - ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).
 - ``durable_cursor``: the optional durable subscription that follows the query's commits.
 """

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from ..metadata.entry_counts import EntryMessageCounts
+from ..metadata.entry_sizes import EntrySizes
 from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
@@ -27,12 +27,12 @@ class BatchAdmission:
 
     def __init__(self, options: SourceOptions, engine: Callable[[], QuotaEngine],
                  policies: Callable[[], BrokerPolicies], rates: PublishRateTracker,
-                 entry_counts: Callable[[], EntryMessageCounts]) -> None:
+                 entry_sizes: Callable[[], EntrySizes]) -> None:
         self._options = options
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
-        self._entry_counts = entry_counts  # precise mode only
+        self._entry_sizes = entry_sizes  # looked up when a quota needs them (see allocation.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
 
@@ -49,15 +49,13 @@ class BatchAdmission:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
                         "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
-        if self._options.quota.mode == "precise":
-            self._entry_counts().new_plan()
+        self._entry_sizes().new_plan()
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all)
         self._log_summary(engine, admissions)
-        if self._options.quota.mode == "precise":
-            for admission in admissions:  # the next window's entries, looked up while this batch runs
-                self._entry_counts().prefetch(admission.partition, backlogs[admission.partition], admission.entries)
+        for admission in admissions:  # the next window's entries, looked up while this batch runs
+            self._entry_sizes().prefetch(admission.partition, backlogs[admission.partition], admission.entries)
         return {a.partition: a.entries for a in admissions}
 
     def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
@@ -75,10 +73,10 @@ class BatchAdmission:
                 topic_rates.append(("broker", broker_topic))
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
-        learn = self._entry_counts().learner(partition, backlog) if o.quota.mode == "precise" else None
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
-                               bytes_for=backlog.bytes_for, entry_msgs=learn,
+                               bytes_for=backlog.bytes_for,
+                               learn_entries=self._entry_sizes().learner(partition, backlog),
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 

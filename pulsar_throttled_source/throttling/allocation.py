@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .buckets import EPSILON, Bucket, BucketSpec
-from .model import SOURCE_LEVEL, Admission, EntryMessages, PartitionDemand, QuotaConfig
+from .entry_values import EntryValues, LearnedEntries
+from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
 from .report import exhausted_reason, too_small_reason
 
 FIRST_READ_REASON = "messages per entry not known yet: first read admits 1 entry"
@@ -38,7 +39,8 @@ class PartitionPlan:
     entries: int = 0
     held_back: str | None = None
     limited_by_share: bool = False
-    known: EntryMessages | None = None  # precise mode: the messages of the backlog's first entries
+    known_msgs: EntryValues | None = None  # precise mode: the messages of the backlog's first entries
+    known_bytes: EntryValues | None = None  # with a byte quota: their stored bytes
     _bytes_cache: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -46,12 +48,14 @@ class PartitionPlan:
         return max(0, self.demand.backlog_entries)
 
     def msgs(self, entries: int) -> float:
-        return self.known.msgs(entries) if self.known is not None else entries * self.msgs_per_entry
+        return self.known_msgs.total(entries) if self.known_msgs is not None else entries * self.msgs_per_entry
 
     def bytes(self, entries: int) -> float:
-        # bytes_for may walk a ledger list; the binary search asks for the same k repeatedly.
+        # Both may walk a list; the binary search asks for the same k repeatedly.
         if entries not in self._bytes_cache:
-            self._bytes_cache[entries] = float(self.demand.bytes_for(entries)) if entries else 0.0
+            known = self.known_bytes
+            self._bytes_cache[entries] = (0.0 if not entries else known.total(entries) if known is not None
+                                          else float(self.demand.bytes_for(entries)))
         return self._bytes_cache[entries]
 
     def advance_to(self, entries: int) -> None:
@@ -80,9 +84,10 @@ def new_plan(
     config: QuotaConfig,
     unthrottled: bool,
 ) -> PartitionPlan:
-    """A plan with nothing admitted yet: whether throttling applies, and how entries convert
-    to messages. In precise mode that asks the demand about the entries the tightest message
-    quota could admit (before the buckets are locked: it may look entries up)."""
+    """A plan with nothing admitted yet: whether throttling applies, and how entries convert to
+    messages and bytes. With a message quota in precise mode, or a byte quota in either mode, that
+    asks the demand about the entries the tightest quota could admit (before the buckets are
+    locked: it may look entries up)."""
     backlog = max(0, demand.backlog_entries)
     if unthrottled:
         reason: str | None = "ReadAllAvailable"
@@ -96,21 +101,23 @@ def new_plan(
 
     max_entries = backlog
     msgs_per_entry = 1.0
-    known = None
-    if config.mode == "precise" and backlog:
-        quotas = [spec.quota_msgs for spec in specs if math.isfinite(spec.quota_msgs)]
-        if demand.entry_msgs is not None and quotas:
-            # No window admits more than the tightest quota (plus half an entry): learning the
-            # entries that hold that many messages prices every admission exactly. (Unthrottled,
-            # one entry's count prices what is charged.)
-            known = demand.entry_msgs(min(quotas) if reason is None else 0.0)
-        if known is not None and known.per_entry is not None:
-            msgs_per_entry = known.per_entry
-        else:
-            known = None
-            if quotas and reason is None:
-                # Like the broker's first read: without an estimate, read one entry.
-                max_entries = min(1, backlog)
+    precise = config.mode == "precise"
+    msg_quotas = [spec.quota_msgs for spec in specs if math.isfinite(spec.quota_msgs)] if precise else []
+    byte_quotas = [spec.quota_bytes for spec in specs if math.isfinite(spec.quota_bytes)]
+    learned = LearnedEntries()
+    if backlog and demand.learn_entries is not None and (msg_quotas or byte_quotas):
+        # No window admits more than the tightest quota (plus an entry): learning the entries that
+        # hold that much prices every admission by what it reads. (Unthrottled, one entry's
+        # values price what is charged.)
+        learned = demand.learn_entries(min(msg_quotas, default=0.0) if reason is None else 0.0,
+                                       min(byte_quotas, default=0.0) if reason is None else 0.0)
+    known_msgs = learned.msgs if msg_quotas and learned.msgs is not None and learned.msgs.per_entry is not None else None
+    if known_msgs is not None:
+        msgs_per_entry = known_msgs.per_entry or 1.0
+    elif msg_quotas and reason is None:
+        # Like the broker's first read: without an estimate, read one entry.
+        max_entries = min(1, backlog)
+    known_bytes = learned.bytes if learned.bytes is not None and learned.bytes.per_entry is not None else None
     return PartitionPlan(
         demand=demand,
         index=index,
@@ -118,7 +125,8 @@ def new_plan(
         msgs_per_entry=msgs_per_entry,
         max_entries=max_entries,
         unthrottled=reason,
-        known=known,
+        known_msgs=known_msgs,
+        known_bytes=known_bytes,
     )
 
 

@@ -2,7 +2,7 @@
 
 They live in the engine's memory only (one query's driver process), like the broker's own
 averages: a restart starts them afresh. (Messages per entry are not estimated: precise mode
-learns them from the entries it is about to admit, see model.EntryMessages.)
+learns them from the entries it is about to admit, see entry_values.EntryValues.)
 """
 
 from __future__ import annotations

@@ -423,6 +423,32 @@ def test_byte_quota_alone_and_with_a_message_quota(spark, broker, admin, pulsar_
         assert ok, f"{name}: {why}\n{table}"
 
 
+def test_byte_quota_follows_the_size_of_the_entries_it_admits(spark, broker, admin, pulsar_client, tmp_path, unique):
+    # One ledger holds a producer's large batches (~400 messages, ~43 KB per entry), then a
+    # non-batching producer's small messages: its average entry is a few hundred bytes. Priced by
+    # that average, the first window admitted every large batch (7x the byte quota).
+    quota, period = 50_000, PERIOD_S
+    topic = create_topic(admin, f"throttle-entry-bytes-{unique}", 0)
+    quiet = dict(payload_size=100, partition_key=False, properties=False)
+    expected = produce(pulsar_client, topic, 8 * 400, batch=400, prefix="large", **quiet)
+    expected += produce(pulsar_client, topic, 1_200, prefix="small", **quiet)
+    sink = Sink("entry-bytes")
+    query = start_query(spark, options(broker, tmp_path, topic, throttlingMode="batch",
+                                       dispatchThrottlingRatePerTopicInByte=quota), tmp_path / "cp", sink)
+    try:
+        wait_until(lambda: sink.total() >= len(expected), 120, what="every message")
+    finally:
+        stop(query, sink)
+    [p] = partitions_of(topic, 0)
+    batches, table = sink.data_batches(), sink.table([p])
+    assert sorted(v for b in batches for v in b.values) == sorted(s.payload for s in expected), table
+    largest = max(sum(1 for s in expected if s.position[:2] == e) for e in {s.position[:2] for s in expected}) * 110
+    # A window may go one entry over (the rest is paid back as debt), never more.
+    ok, why = per_window_ok(batches, lambda b, q: b.value_bytes.get(q, 0), quota + largest, period)
+    assert ok, f"{why}\n{table}"
+    assert len(batches) >= 8 * 400 * 100 // quota, table  # the large part alone takes 6+ windows
+
+
 # ---------------------------------------------------------------------------------------
 # 4. two subscriptions share the topic quota, each within its own subscription quota
 

@@ -16,10 +16,10 @@ from pulsar_throttled_source.throttling.allocation import (
     proportional_shares,
 )
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
+from pulsar_throttled_source.throttling.entry_values import EntryValues, LearnedEntries
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     TOPIC_LEVEL,
-    EntryMessages,
     PartitionDemand,
     QuotaConfig,
     Rate,
@@ -47,7 +47,7 @@ def plan(
         subscription="sub",
         backlog_entries=backlog,
         bytes_for=lambda k: k * entry_bytes,
-        entry_msgs=None,
+        learn_entries=None,
     )
     p = PartitionPlan(
         demand=demand,
@@ -82,12 +82,12 @@ def test_new_plan_prices_entries_and_caps_a_precise_first_read() -> None:
     precise = QuotaConfig(source=Rate(), mode="precise")
     asked: list[float] = []
 
-    def seven_each(msgs: float) -> EntryMessages:
+    def seven_each(msgs: float, size: float) -> LearnedEntries:
         asked.append(msgs)
-        return EntryMessages((7,) * 3)
+        return LearnedEntries(EntryValues((7,) * 3))
 
     d = plan(backlog=50).demand
-    known_demand = replace(d, entry_msgs=seven_each)
+    known_demand = replace(d, learn_entries=seven_each)
     assert new_plan(known_demand, 0, [_spec(10)], batch, False).msgs_per_entry == 1.0 and asked == []
     first = new_plan(d, 0, [_spec(10)], precise, False)
     assert (first.msgs_per_entry, first.max_entries) == (1.0, 1)

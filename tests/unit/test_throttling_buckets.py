@@ -38,7 +38,7 @@ def demand(**kwargs: object) -> PartitionDemand:
         subscription="sub",
         backlog_entries=10,
         bytes_for=lambda k: float(k),
-        entry_msgs=None,
+        learn_entries=None,
     )
     return PartitionDemand(**{**defaults, **kwargs})  # type: ignore[arg-type]
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pulsar_throttled_source.throttling.engine import QuotaEngine
+from pulsar_throttled_source.throttling.entry_values import EntryValues, LearnedEntries, LearnEntries
 from pulsar_throttled_source.throttling.model import (
     Admission,
-    EntryMessages,
-    LearnEntryMessages,
     PartitionDemand,
     QuotaConfig,
     Rate,
@@ -36,18 +35,18 @@ class FakeClock:
         self.now += seconds
 
 
-def entries_holding(counts: list[int]) -> LearnEntryMessages:
+def entries_holding(counts: list[int]) -> LearnEntries:
     """A backlog whose entries hold `counts` messages each, learned the way the planner does:
     the entries that hold the asked-for messages, and one more."""
 
-    def learn(msgs: float) -> EntryMessages:
+    def learn(msgs: float, size: float) -> LearnedEntries:
         known, total = [], 0
         for count in counts:
             known.append(count)
             if total >= msgs:
                 break
             total += count
-        return EntryMessages(tuple(known))
+        return LearnedEntries(EntryValues(tuple(known)))  # bytes: the ledger averages
 
     return learn
 
@@ -70,7 +69,7 @@ def demand(
         subscription=subscription_name,
         backlog_entries=backlog,
         bytes_for=lambda k: float(k * entry_bytes),
-        entry_msgs=None if counts is None else entries_holding(counts),
+        learn_entries=None if counts is None else entries_holding(counts),
         publish_rate_msgs=publish_msgs,
         publish_rate_bytes=publish_bytes,
         topic_rates=topic_rates

@@ -7,12 +7,12 @@ import math
 import pytest
 
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
+from pulsar_throttled_source.throttling.entry_values import EntryValues
 from pulsar_throttled_source.throttling.estimators import SmoothedPublishRates
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     SUBSCRIPTION_LEVEL,
     TOPIC_LEVEL,
-    EntryMessages,
     PartitionDemand,
 )
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
@@ -26,15 +26,15 @@ def demand(partition: str = P0, msgs: float = 0.0, bytes_: float = 0.0) -> Parti
 
 
 def test_entry_messages_are_exact_for_known_entries_and_priced_by_their_neighbours_beyond() -> None:
-    known = EntryMessages((10, 10, 1, 3))
-    assert [known.msgs(k) for k in range(5)] == [0, 10, 20, 21, 24]
-    assert known.per_entry == 6.0 and known.msgs(6) == 24 + 2 * 6.0
-    assert EntryMessages().per_entry is None and EntryMessages().msgs(3) == 3.0
-    assert EntryMessages((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
-    sampled = EntryMessages((10, 10), ((4, 20), (6, 20), (9, 1)))  # entries looked up further on
-    assert [sampled.msgs(k) for k in (3, 5, 7, 9, 10)] == [35, 70, 110, 131, 132]  # equal neighbours: theirs; else the mean
-    assert sampled.msgs(12) == 134  # past the last one: the last stretch's count, not the mean of all
-    assert EntryMessages((), ((0, 7.5),)).msgs(2) == 15 and EntryMessages((), ((0, 7.5),)).per_entry == 7.5
+    known = EntryValues((10, 10, 1, 3))
+    assert [known.total(k) for k in range(5)] == [0, 10, 20, 21, 24]
+    assert known.per_entry == 6.0 and known.total(6) == 24 + 2 * 6.0
+    assert EntryValues().per_entry is None and EntryValues().total(3) == 3.0
+    assert EntryValues((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
+    sampled = EntryValues((10, 10), ((4, 20), (6, 20), (9, 1)))  # entries looked up further on
+    assert [sampled.total(k) for k in (3, 5, 7, 9, 10)] == [35, 70, 110, 131, 132]  # equal neighbours: theirs; else the mean
+    assert sampled.total(12) == 134  # past the last one: the last stretch's count, not the mean of all
+    assert EntryValues((), ((0, 7.5),)).total(2) == 15 and EntryValues((), ((0, 7.5),)).per_entry == 7.5
 
 
 def test_smoothed_publish_rate_rises_at_once_and_falls_once_per_window() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import random
 
-from pulsar_throttled_source.metadata.entry_counts import (
+from pulsar_throttled_source.metadata.entry_sizes import (
     EXACT_AHEAD,
     HEAD_CHUNK,
     LOOKUPS_PER_PLAN,
     REFINE_LOOKUPS,
     SAMPLES,
-    EntryMessageCounts,
+    EntrySizes,
 )
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.positions import EntryPosition
@@ -20,10 +20,12 @@ P0 = "persistent://public/default/t-partition-0"
 
 
 class FakeAdmin:
-    """Entries of ledger 5 hold `counts[e]` messages; lookups are counted."""
+    """Entries of ledger 5 hold `counts[e]` messages (and are stored in `sizes[e]` bytes, when
+    given, like a batch); lookups are counted."""
 
-    def __init__(self, counts: list[int], gone_from: int | None = None) -> None:
+    def __init__(self, counts: list[int], gone_from: int | None = None, sizes: list[int] | None = None) -> None:
         self.counts = counts
+        self.sizes = sizes
         self.gone_from = gone_from
         self.lookups: list[tuple[int, int]] = []
 
@@ -32,6 +34,8 @@ class FakeAdmin:
         if self.gone_from is not None and entry_id >= self.gone_from:
             return None
         n = self.counts[entry_id]
+        if self.sizes is not None:  # a batch's metadata here is its message count: 2 bytes
+            return {"X-Pulsar-num-batch-message": str(n), "X-Pulsar-batch-size": str(self.sizes[entry_id] - 2)}
         return {"X-Pulsar-num-batch-message": str(n)} if n > 1 else {"X-Pulsar-publish-time": "1"}
 
 
@@ -44,27 +48,27 @@ def backlog_after(entry: int, entries: int):
 
 def test_entries_a_quota_could_admit_are_counted_exactly_then_sampled_and_each_looked_up_once():
     admin = FakeAdmin([1] * 200 + [10] * 300 + [20] * 500)
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
-    known = counts.learner(P0, backlog_after(199, 1000))(100)  # the batched part, quota 100
-    assert known.counts == (10,) * 11 and known.msgs(10) == 100  # ten entries hold the quota, and one more
+    known = counts.learner(P0, backlog_after(199, 1000))(100, 0.0).msgs  # the batched part, quota 100
+    assert known.exact == (10,) * 11 and known.total(10) == 100  # ten entries hold the quota, and one more
     assert sorted(admin.lookups) == [(5, e) for e in range(200, 200 + HEAD_CHUNK)]  # no further than that
-    many = counts.learner(P0, backlog_after(199, 1000))(4_000)  # past the exact part: sampled
-    assert len(many.counts) == EXACT_AHEAD and many.knots and many.msgs(300) == 3_000  # the 10s end at entry 300
-    assert many.msgs(350) == 3_000 + 50 * 20  # ... where the 20s begin: found, not averaged over
+    many = counts.learner(P0, backlog_after(199, 1000))(4_000, 0.0).msgs  # past the exact part: sampled
+    assert len(many.exact) == EXACT_AHEAD and many.knots and many.total(300) == 3_000  # the 10s end at entry 300
+    assert many.total(350) == 3_000 + 50 * 20  # ... where the 20s begin: found, not averaged over
     asked = len(admin.lookups)
     assert asked < EXACT_AHEAD + SAMPLES + REFINE_LOOKUPS
     for _ in range(50):  # idle polls, and the next window from the same start
         counts.new_plan()
-        assert counts.learner(P0, backlog_after(199, 1000))(100).counts == (10,) * 11
-        assert counts.learner(P0, backlog_after(199, 1000))(4_000).msgs(350) == 4_000
+        assert counts.learner(P0, backlog_after(199, 1000))(100, 0.0).msgs.exact == (10,) * 11
+        assert counts.learner(P0, backlog_after(199, 1000))(4_000, 0.0).msgs.total(350) == 4_000
     assert len(admin.lookups) == asked and len(set(admin.lookups)) == len(admin.lookups)
 
 
 def entries_holding(estimate, msgs: float) -> int:
-    """How many entries an admission of `msgs` messages takes, as the engine prices them."""
+    """How many entries an admission of `msgs` messages (or bytes) takes, as the engine prices them."""
     entries = 0
-    while estimate.msgs(entries + 1) <= msgs:
+    while estimate.total(entries + 1) <= msgs:
         entries += 1
     return entries
 
@@ -73,11 +77,11 @@ def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
     # Batched history, then a producer that stopped batching; and the other way round.
     for history, then in (([10] * 150, [1] * 3_000), ([1] * 1_000, [10] * 500)):
         admin = FakeAdmin(history + then)
-        counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+        counts = EntrySizes(admin)  # type: ignore[arg-type]
         truth = [sum(admin.counts[:k]) for k in range(len(admin.counts) + 1)]
         for start, quota in ((-1, 2_000), (99, 500), (-1, 3_000), (899, 500), (40, 1_200)):
             counts.new_plan()
-            estimate = counts.learner(P0, backlog_after(start, len(admin.counts)))(quota)
+            estimate = counts.learner(P0, backlog_after(start, len(admin.counts)))(quota, 0.0).msgs
             admitted = entries_holding(estimate, quota)
             read = truth[start + 1 + admitted] - truth[start + 1]
             assert abs(read - quota) <= 10, (history[0], start, quota, read)  # one entry at most
@@ -87,54 +91,54 @@ def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
 def test_entries_of_varying_batches_within_a_window_are_all_counted():
     rng = random.Random(3)
     admin = FakeAdmin([rng.randint(8, 12) for _ in range(2_000)])
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
     for start in range(-1, 1_500, 49):
         counts.new_plan()
-        estimate = counts.learner(P0, backlog_after(start, 2_000))(500)
+        estimate = counts.learner(P0, backlog_after(start, 2_000))(500, 0.0).msgs
         admitted = entries_holding(estimate, 500)
         assert 488 < sum(admin.counts[start + 1:start + 1 + admitted]) <= 500
 
 
 def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     admin = FakeAdmin([10] * 40)
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
-    counts.learner(P0, backlog_after(-1, 40))(50)
-    counts.learner(P0, backlog_after(4, 40))(50)  # five entries read: five more to learn
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.learner(P0, backlog_after(-1, 40))(50, 0.0)
+    counts.learner(P0, backlog_after(4, 40))(50, 0.0)  # five entries read: five more to learn
     assert sorted(admin.lookups) == [(5, e) for e in range(HEAD_CHUNK + 5)]
     assert set(counts._known[P0]) == {(5, e) for e in range(5, HEAD_CHUNK + 5)}
 
 
 def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     admin = FakeAdmin([1] * 1000)
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
     partitions = [f"{P0[:-1]}{i}" for i in range(20)]
-    learned = [counts.learner(p, backlog_after(-1, 1000))(10_000) for p in partitions]
-    assert len(admin.lookups) == LOOKUPS_PER_PLAN and learned[-1].counts == ()
-    assert learned[-1].per_entry is None  # nothing known of it yet: the engine reads one entry
+    learned = [counts.learner(p, backlog_after(-1, 1000))(10_000, 0.0) for p in partitions]
+    assert len(admin.lookups) == LOOKUPS_PER_PLAN and learned[-1].msgs is None
+    # nothing known of it yet: the engine reads one entry
     counts.new_plan()
-    assert len(counts.learner(partitions[-1], backlog_after(-1, 1000))(10).counts) == 11
+    assert len(counts.learner(partitions[-1], backlog_after(-1, 1000))(10, 0.0).msgs.exact) == 11
     counts.new_plan()
     for p in partitions[:-1]:  # the budget goes to others: the partition keeps its last average
-        counts.learner(p, backlog_after(99, 1000))(10_000)
-    later = counts.learner(partitions[-1], backlog_after(499, 1000))(10)
-    assert later.counts == () and later.per_entry == 1.0 and later.msgs(10) == 10
-    gone = EntryMessageCounts(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
-    assert gone.learner(P0, backlog_after(-1, 10))(10).counts == (1, 1, 1)
+        counts.learner(p, backlog_after(99, 1000))(10_000, 0.0)
+    later = counts.learner(partitions[-1], backlog_after(499, 1000))(10, 0.0).msgs
+    assert later.exact == () and later.per_entry == 1.0 and later.total(10) == 10
+    gone = EntrySizes(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
+    assert gone.learner(P0, backlog_after(-1, 10))(10, 0.0).msgs.exact == (1, 1, 1)
 
 
 def test_the_next_window_is_looked_up_in_the_background_once_a_batch_is_planned():
     admin = FakeAdmin([10] * 300)
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
-    counts.learner(P0, backlog_after(-1, 300))(100)
+    counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)  # the batch admitted ten entries
     for lookup in counts._pending[P0].values():  # what runs while the batch runs
         lookup.result()
     asked = len(admin.lookups)
     assert {(5, e) for e in range(10, 10 + EXACT_AHEAD)} <= set(admin.lookups)
     counts.new_plan()
-    assert counts.learner(P0, backlog_after(9, 300))(100).counts == (10,) * 11
+    assert counts.learner(P0, backlog_after(9, 300))(100, 0.0).msgs.exact == (10,) * 11
     assert len(admin.lookups) == asked  # nothing left to ask when the next window plans
 
 
@@ -149,8 +153,23 @@ def test_a_background_lookup_that_failed_is_asked_again_when_needed():
             return super().entry_headers(partition, ledger_id, entry_id)
 
     admin = Flaky([10] * 300)
-    counts = EntryMessageCounts(admin)  # type: ignore[arg-type]
-    counts.learner(P0, backlog_after(-1, 300))(100)
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)
     counts.new_plan()
-    assert counts.learner(P0, backlog_after(9, 300))(100).counts == (10,) * 11
+    assert counts.learner(P0, backlog_after(9, 300))(100, 0.0).msgs.exact == (10,) * 11
+
+
+def test_a_byte_quota_is_priced_by_the_stored_size_of_the_entries_it_admits():
+    # The ledger's average says 100 bytes per entry; its first entries are large batches.
+    sizes = [2_000] * 50 + [50] * 950
+    admin = FakeAdmin([20] * 1_000, sizes=sizes)
+    learned = EntrySizes(admin)  # type: ignore[arg-type]
+    for start, quota in ((-1, 10_000), (44, 12_000), (44, 40_000), (199, 5_000)):
+        learned.new_plan()
+        estimate = learned.learner(P0, backlog_after(start, 1_000))(0.0, quota).bytes
+        admitted = entries_holding(estimate, quota)
+        read = sum(sizes[start + 1:start + 1 + admitted])
+        assert quota - 2_000 < read <= quota, (start, quota, read)
+    unknown = EntrySizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
+    assert unknown.learner(P0, backlog_after(-1, 100))(0.0, 1_000).bytes.total(10) == 1_000  # ledger average

@@ -1,0 +1,250 @@
+"""Driver side: the messages and stored bytes of the entries at the head of each partition's
+backlog, from each entry's own metadata (admin API HEAD .../ledger/L/entry/E, see entry_headers).
+
+Quotas are priced by the entries they admit, not by a topic-wide average: a topic whose history is
+unbatched and whose recent part is batched 10 per entry must not be admitted 10x its message quota
+(nor the reverse a tenth of it), and a ledger whose first entries are larger than its average must
+not be read past its byte quota. Only the entries one window's tightest quota could admit are looked
+up: the first EXACT_AHEAD of them, SAMPLES spread over the rest, and bisection where neighbouring
+samples disagree. Each is looked up once (answers are kept until the query moves past them), so
+idle polls and held-back partitions ask nothing, and a planning call asks at most LOOKUPS_PER_PLAN.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..positions import BEFORE_EARLIEST
+from ..throttling.entry_values import EntryValues, LearnedEntries, LearnEntries, changed
+from ..topics import TopicName
+from .entry_headers import messages_in_entry, stored_bytes
+from .layout import Backlog
+
+if TYPE_CHECKING:
+    from .admin import PulsarAdmin
+
+Position = tuple[int, int]
+
+LOOKUPS_PER_PLAN = 256  # per planning call, over all partitions
+EXACT_AHEAD = 64  # entries counted exactly ahead of a partition's start (a window of ~10-message entries)
+HEAD_CHUNK = 16  # looked up together, as many chunks as the quota reaches
+SAMPLES = 8  # entries sampled across each further stretch of what one window could admit
+EXTENSIONS = 4  # times the sampled reach is pushed further when it holds less than thought
+REFINE_LOOKUPS = 32  # bisection lookups per partition and call, to find where the batching changed
+CONCURRENT_LOOKUPS = 8
+
+
+@dataclass(frozen=True)
+class EntrySize:
+    msgs: int  # what a reader is handed
+    bytes: float | None  # stored bytes; None when the headers cannot tell (priced at its ledger's average)
+
+
+@dataclass
+class _Known:
+    """Values of entries at indexes of one backlog: the exact head, and knots further on."""
+
+    msgs: list[float]
+    bytes: list[float]
+    msg_knots: dict[int, float]
+    byte_knots: dict[int, float]
+
+    def learned(self) -> LearnedEntries:
+        return LearnedEntries(EntryValues(tuple(self.msgs), tuple(sorted(self.msg_knots.items()))),
+                              EntryValues(tuple(self.bytes), tuple(sorted(self.byte_knots.items())), floor=0.0))
+
+
+class EntrySizes:
+    """Messages and bytes of backlog entries, per partition, learned on demand within a per-call
+    budget: the first entries exactly (16 at a time, as far as the quota reaches, at most
+    EXACT_AHEAD), then SAMPLES spread over the rest of what the quota could reach (extended while
+    they hold less than thought), then bisection wherever neighbouring known entries differ by more
+    than entry_values.CHANGE (a producer changed its batching there), so a window that crosses such
+    a change is priced on both sides of it. Once a batch is planned, the next window's entries are
+    looked up in the background."""
+
+    def __init__(self, admin: PulsarAdmin) -> None:
+        self._admin = admin
+        self._known: dict[str, dict[Position, EntrySize]] = {}
+        self._pending: dict[str, dict[Position, Future[Mapping[str, str] | None]]] = {}
+        self._asked: dict[str, tuple[float, float]] = {}  # what each partition's quotas asked for last
+        self._per_entry: dict[str, float] = {}  # each partition's messages per entry when last learned
+        self._budget = LOOKUPS_PER_PLAN
+        self._pool: ThreadPoolExecutor | None = None
+
+    def new_plan(self) -> None:
+        self._budget = LOOKUPS_PER_PLAN
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    def learner(self, partition: str, backlog: Backlog) -> LearnEntries:
+        """For the engine: the entries holding `msgs` messages and `size` bytes from the backlog's
+        start, and one more."""
+        known = self._known.setdefault(partition, {})
+        pending = self._pending.setdefault(partition, {})
+        if backlog.runs:  # forget what the query has moved past
+            ledger, first, _, _ = backlog.runs[0]
+            for table in (known, pending):
+                for position in [p for p in table if p < (ledger, first)]:
+                    del table[position]
+
+        def learn(msgs: float, size: float) -> LearnedEntries:
+            self._asked[partition] = (msgs, size)
+            values = _Known([], [], {}, {})
+            head = self._head(backlog, 0)
+            for chunk in range(0, len(head), HEAD_CHUNK):  # only as far as the quotas reach
+                self._look_up(partition, head[chunk:chunk + HEAD_CHUNK], wait=True)
+                for index, position in enumerate(head[chunk:chunk + HEAD_CHUNK], start=chunk):
+                    entry = known.get(position)
+                    if entry is None:  # not stored any more, or out of budget
+                        return self._remembered(partition, values)
+                    reached = sum(values.msgs) >= msgs and sum(values.bytes) >= size
+                    values.msgs.append(entry.msgs)
+                    values.bytes.append(_size(entry, backlog, index))
+                    if reached:
+                        return self._remembered(partition, values)
+            self._beyond(partition, backlog, values, msgs, size)
+            return self._remembered(partition, values)
+
+        return learn
+
+    def _remembered(self, partition: str, values: _Known) -> LearnedEntries:
+        """What was learned, remembering its messages per entry; when nothing could be looked up
+        (the call's budget went to other partitions), the average this partition had last time."""
+        learned = values.learned()
+        if learned.msgs is not None and learned.msgs.per_entry is not None:
+            self._per_entry[partition] = learned.msgs.per_entry
+        elif partition in self._per_entry:
+            return LearnedEntries(EntryValues((), ((0, self._per_entry[partition]),)), None)
+        else:
+            return LearnedEntries()
+        return learned
+
+    def _beyond(self, partition: str, backlog: Backlog, values: _Known, msgs: float, size: float) -> None:
+        """Past the exact head: sample the entries the quotas could still reach, reaching further
+        while the samples hold less than thought, then narrow down changes of batching."""
+        reach = len(values.msgs)
+        for _ in range(EXTENSIONS):
+            estimate = values.learned()
+            assert estimate.msgs is not None and estimate.bytes is not None
+            short_msgs = msgs - estimate.msgs.total(reach)
+            short_bytes = size - estimate.bytes.total(reach)
+            if (short_msgs <= 0 and short_bytes <= 0) or reach >= backlog.entries or self._budget <= 0:
+                break
+            more = max(math.ceil(short_msgs / estimate.msgs.tail) if short_msgs > 0 else 0,
+                       math.ceil(short_bytes / max(1.0, estimate.bytes.tail)) if short_bytes > 0 else 0)
+            further = min(backlog.entries, reach + more + 1)
+            indexes = self._already_asked(partition, backlog, reach, further)
+            if len(indexes) < SAMPLES:  # too few prefetched there: sample the stretch
+                indexes = sorted(set(indexes) | set(_spread(reach, further)))
+            self._learn_knots(partition, backlog, indexes, values)
+            reach = further
+        self._narrow_changes(partition, backlog, values)
+
+    def _narrow_changes(self, partition: str, backlog: Backlog, values: _Known) -> None:
+        """Bisect between neighbouring known entries that differ by more than CHANGE (in messages or
+        bytes), widest and most different first, until each change of batching is found or
+        REFINE_LOOKUPS are spent."""
+        spent = 0
+        head = len(values.msgs)
+        while spent < REFINE_LOOKUPS and self._budget > 0:
+            points = ([(head - 1, values.msgs[-1], values.bytes[-1])] if head else []) + [
+                (i, values.msg_knots[i], values.byte_knots[i]) for i in sorted(values.msg_knots)]
+            gaps = sorted(((b - a) * max(_ratio(ma, mb), _ratio(sa, sb)), (a + b) // 2)
+                          for (a, ma, sa), (b, mb, sb) in zip(points, points[1:], strict=False)
+                          if b - a > 1 and (changed(ma, mb) or changed(sa, sb)))
+            middles = [middle for _, middle in gaps[::-1][:min(CONCURRENT_LOOKUPS, REFINE_LOOKUPS - spent)]]
+            if not middles:
+                return
+            spent += len(middles)
+            if not self._learn_knots(partition, backlog, middles, values):
+                return  # an entry is not stored any more, or the budget ran out
+
+    def _learn_knots(self, partition: str, backlog: Backlog, indexes: list[int], values: _Known) -> bool:
+        """Look up the entries at `indexes` and record them as knots; False if one is left unknown."""
+        known = self._known[partition]
+        positions = [_position(backlog, i) for i in indexes]
+        self._look_up(partition, positions, wait=True)
+        for index, position in zip(indexes, positions, strict=True):
+            entry = known.get(position)
+            if entry is not None:
+                values.msg_knots[index] = entry.msgs
+                values.byte_knots[index] = _size(entry, backlog, index)
+        return all(position in known for position in positions)
+
+    def _already_asked(self, partition: str, backlog: Backlog, start: int, end: int) -> list[int]:
+        """Indexes in [start, end) of entries known or under way (a prefetch asked for them)."""
+        asked = (*self._known[partition], *self._pending[partition])
+        indexes = (backlog.index_of(position) for position in asked)
+        return sorted(i for i in indexes if i is not None and start <= i < end)
+
+    def prefetch(self, partition: str, backlog: Backlog, admitted: int) -> None:
+        """The batch just planned ends `admitted` entries into `backlog`: start looking up what the
+        next window will ask about (the same quotas from there), without waiting."""
+        if partition not in self._asked or admitted >= backlog.entries:
+            return
+        msgs, size = self._asked[partition]
+        known = self._known.get(partition, {})
+        head = self._head(backlog, admitted)
+        head_known = [known[p] for p in head if p in known]
+        per_entry = max(1.0, sum(e.msgs for e in head_known) / len(head_known)) if head_known else 1.0
+        per_entry_bytes = max(1.0, backlog.bytes_for(admitted + len(head)) - backlog.bytes_for(admitted)) / max(1, len(head))
+        start = admitted + len(head)
+        more = max(math.ceil(max(0.0, msgs - per_entry * len(head)) / per_entry),
+                   math.ceil(max(0.0, size - per_entry_bytes * len(head)) / per_entry_bytes))
+        reach = min(backlog.entries, start + more + 1) if more else start
+        self._look_up(partition, head + [_position(backlog, i) for i in _spread(start, reach)], wait=False)
+
+    def _head(self, backlog: Backlog, start: int) -> list[Position]:
+        return [_position(backlog, i) for i in range(start, min(start + EXACT_AHEAD, backlog.entries))]
+
+    def _look_up(self, partition: str, positions: list[Position], wait: bool) -> None:
+        """Start lookups of the positions neither known nor under way (within the call's budget);
+        with `wait`, record the answers for all of them."""
+        known, pending = self._known[partition], self._pending[partition]
+        topic = TopicName.parse(partition)
+        for position in positions:
+            if position not in known and position not in pending and self._budget > 0:
+                self._budget -= 1
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(CONCURRENT_LOOKUPS, thread_name_prefix="pulsar-entry-lookups")
+                pending[position] = self._pool.submit(self._admin.entry_headers, topic, *position)
+        for position in positions if wait else [p for p, f in pending.items() if f.done()]:
+            future = pending.pop(position, None)
+            if future is not None:
+                try:
+                    headers = future.result()
+                except Exception:  # an earlier outage (a background lookup): ask again, now
+                    headers = self._admin.entry_headers(topic, *position)
+                if headers is not None:  # None: no longer stored; data loss is for the planner to report
+                    known[position] = EntrySize(messages_in_entry(headers), stored_bytes(headers))
+
+
+def _size(entry: EntrySize, backlog: Backlog, index: int) -> float:
+    """An entry's stored bytes, or its ledger's average when its headers do not tell."""
+    return entry.bytes if entry.bytes is not None else backlog.bytes_for(index + 1) - backlog.bytes_for(index)
+
+
+def _ratio(a: float, b: float) -> float:
+    return max(a, b) / max(1.0, min(a, b))
+
+
+def _spread(start: int, end: int) -> list[int]:
+    """SAMPLES indexes spread evenly over [start, end) (fewer when the stretch is shorter)."""
+    if end <= start:
+        return []
+    step = (end - start) / SAMPLES
+    return sorted({start + int(step * (i + 0.5)) for i in range(SAMPLES)})
+
+
+def _position(backlog: Backlog, index: int) -> Position:
+    """The backlog's entry at `index` (0: its first)."""
+    position = backlog.position_after(BEFORE_EARLIEST, index + 1)
+    return (position.ledger_id, position.entry_id)
