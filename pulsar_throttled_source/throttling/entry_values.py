@@ -1,6 +1,6 @@
 """What planning knows of the backlog entries a window could admit: per entry, the messages a reader
 is handed and the bytes it is stored as, learned from the entries' own metadata (see
-metadata.entry_counts) and priced piecewise between the entries looked up.
+metadata.entry_sizes) and priced piecewise between the entries looked up.
 
 Kept apart from the engine: the metadata layer builds these, the allocation only asks totals."""
 
