@@ -273,14 +273,14 @@ def fit(
     start = plan.entries
     base_msgs, base_bytes = plan.msgs(start), plan.bytes(start)
 
-    # Precise mode prices entries at an estimated messages-per-entry: admit the entry
-    # count nearest the quota (up to half an entry over, carried as debt) rather than
-    # always rounding down, which would lose the same slack every window (a drift).
-    msgs_slack = 0.5 * plan.msgs_per_entry if precise else 0.0
-
     def violated(entries: int) -> tuple[_Cap, str] | None:
         add_msgs = plan.msgs(entries) - base_msgs
         add_bytes = plan.bytes(entries) - base_bytes
+        # Precise mode admits the entry count nearest the quota: the last entry goes in when
+        # less than half of it is over (carried as debt), rather than always rounding down,
+        # which would lose the same slack every window (a drift). Half of that entry's own
+        # messages: the midpoint of entry k grows with k, so the bisection below still holds.
+        msgs_slack = 0.5 * (plan.msgs(entries) - plan.msgs(entries - 1)) if precise and entries > start else 0.0
         for cap in caps:
             if add_msgs > cap.msgs + msgs_slack + EPSILON:
                 return cap, "msgs"

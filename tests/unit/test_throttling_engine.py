@@ -316,6 +316,20 @@ def test_precise_mode_rounds_to_the_nearest_entry_so_slack_does_not_drift() -> N
     assert abs(sum(delivered) / len(delivered) - 500) <= 0.01 * 500
 
 
+def test_precise_mode_rounds_by_the_next_entry_not_the_average_one() -> None:
+    # 469 messages in, 31 left, and the next entry holds 60 (a producer batching by time): taking
+    # it ends 29 over, leaving it 31 under, so it is taken. Half the *average* entry (about 5) as
+    # the allowance left the window 6 % short.
+    quota = engine(FakeClock(1000.0), mode="precise")
+    counts = [10] * 46 + [9, 60] + [10] * 100
+    [admission] = quota.plan([demand(backlog=len(counts), msgs_per_entry=counts, topic=Rate(msgs=500))])
+    assert (admission.entries, admission.msgs) == (48, 529.0)
+    counts = [10] * 46 + [11, 60] + [10] * 100  # 471 in, 29 left: taking it would end 31 over
+    [admission] = engine(FakeClock(1000.0), mode="precise").plan(
+        [demand(backlog=len(counts), msgs_per_entry=counts, topic=Rate(msgs=500))])
+    assert (admission.entries, admission.msgs) == (47, 471.0)
+
+
 def test_one_entry_larger_than_the_byte_quota_is_admitted_once_then_paid_back() -> None:
     clock = FakeClock(1000.0)
     quota = engine(clock, mode="precise")
