@@ -62,7 +62,9 @@ def run_idle_gaps(bench: Bench, scenario: Scenario, topic: str) -> Result:
     if unmatched:
         result.notes.append("windows from the progress timestamps, not the source's charges, for partition(s) " + ", ".join(unmatched))
     result.notes += burst_notes(record, producer.spans, span)
-    result.notes += miss_notes(record, w, partitions, scenario.quota, span)
+    misses, unexplained = miss_notes(record, w, partitions, scenario.quota, span)
+    result.notes += misses
+    result.figures["unexplained_misses"] = unexplained
     return result
 
 
@@ -78,9 +80,13 @@ def burst_notes(record: RunRecord, spans: list[tuple[str, float, float, int]], s
     return out
 
 
-def miss_notes(record: RunRecord, w: Windows, partitions: list[str], quota: float, span: tuple[int, int]) -> list[str]:
+def miss_notes(record: RunRecord, w: Windows, partitions: list[str], quota: float,
+               span: tuple[int, int]) -> tuple[list[str], int]:
     """Why a saturated window missed 5%: precise mode admits the entry count nearest the quota, so a
-    window short by more than half its next entry, or over by more than half its last one, is the planner's."""
+    window short by more than half its next entry, or over by more than half its last one, is the
+    planner's (counted: the second value); within that, whole entries larger than 5% of the quota
+    cannot land closer."""
+    unexplained = 0
     entries = entries_by_partition(record)
     out = []
     for x, p in saturated_cells(w, partitions, span):
@@ -96,12 +102,13 @@ def miss_notes(record: RunRecord, w: Windows, partitions: list[str], quota: floa
             carried = max(0.0, carried + w.delivered(y, p) - quota)
         left = quota - carried
         rounding = (nxt is not None and left - d <= nxt / 2) if d < left else (bool(mine) and d - left <= mine[-1][1] / 2)
+        unexplained += not rounding
         out.append(f"  window {x - span[0]:+d} partition {p.rsplit('-', 1)[-1]}: {d:.0f} ({100 * (d - quota) / quota:+.1f}%) in "
                    f"{len(mine)} entries (largest {max((m for _, m in mine), default=0)} msgs), debt carried in {carried:.0f}; "
                    f"the next entry held {nxt if nxt is not None else '?'} msgs: "
                    + ("within half an entry of what was left (nearest-entry rounding)" if rounding
                       else "more than half an entry off what was left"))
-    return (["saturated windows outside 5%:"] + out) if out else []
+    return ((["saturated windows outside 5%:"] + out) if out else []), unexplained
 
 
 def after_idle(w: Windows, partitions: list[str], span: tuple[int, int]) -> list[tuple[int, str, float]]:
