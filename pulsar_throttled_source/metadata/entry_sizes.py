@@ -98,6 +98,7 @@ class EntrySizes:
         def learn(msgs: float, size: float) -> LearnedEntries:
             self._asked[partition] = (msgs, size)
             values = _Known([], [], {}, {})
+            held_msgs = held_bytes = 0.0  # what the entries counted so far hold
             head = self._head(backlog, 0)
             for chunk in range(0, len(head), HEAD_CHUNK):  # only as far as the quotas reach
                 self._look_up(partition, head[chunk:chunk + HEAD_CHUNK], wait=True)
@@ -105,9 +106,10 @@ class EntrySizes:
                     entry = known.get(position)
                     if entry is None:  # not stored any more, or out of budget
                         return self._remembered(partition, values)
-                    reached = sum(values.msgs) >= msgs and sum(values.bytes) >= size
+                    reached = held_msgs >= msgs and held_bytes >= size
                     values.msgs.append(entry.msgs)
                     values.bytes.append(_size(entry, backlog, index))
+                    held_msgs, held_bytes = held_msgs + values.msgs[-1], held_bytes + values.bytes[-1]
                     if reached:
                         return self._remembered(partition, values)
             self._beyond(partition, backlog, values, msgs, size)
