@@ -52,10 +52,18 @@ class _Known:
     bytes: list[float]
     msg_knots: dict[int, float]
     byte_knots: dict[int, float]
+    _learned: LearnedEntries | None = None  # built once per change (its totals are cached inside)
 
     def learned(self) -> LearnedEntries:
-        return LearnedEntries(EntryValues(tuple(self.msgs), tuple(sorted(self.msg_knots.items()))),
-                              EntryValues(tuple(self.bytes), tuple(sorted(self.byte_knots.items())), floor=0.0))
+        if self._learned is None:
+            self._learned = LearnedEntries(
+                EntryValues(tuple(self.msgs), tuple(sorted(self.msg_knots.items()))),
+                EntryValues(tuple(self.bytes), tuple(sorted(self.byte_knots.items())), floor=0.0))
+        return self._learned
+
+    def add_knot(self, index: int, msgs: float, size: float) -> None:
+        self.msg_knots[index], self.byte_knots[index] = msgs, size
+        self._learned = None
 
 
 class EntrySizes:
@@ -75,6 +83,8 @@ class EntrySizes:
         self._per_entry: dict[str, float] = {}  # each partition's messages per entry when last learned
         self._budget = LOOKUPS_PER_PLAN
         self._pool: ThreadPoolExecutor | None = None
+        self._answers: dict[str, tuple[object, LearnedEntries]] = {}  # each partition's last answer, and its question
+        self._complete = True  # whether the answer being learned is all there is to learn now
 
     def new_plan(self) -> None:
         self._budget = LOOKUPS_PER_PLAN
@@ -97,25 +107,41 @@ class EntrySizes:
 
         def learn(msgs: float, size: float) -> LearnedEntries:
             self._asked[partition] = (msgs, size)
-            values = _Known([], [], {}, {})
-            held_msgs = held_bytes = 0.0  # what the entries counted so far hold
-            head = self._head(backlog, 0)
-            for chunk in range(0, len(head), HEAD_CHUNK):  # only as far as the quotas reach
-                self._look_up(partition, head[chunk:chunk + HEAD_CHUNK], wait=True)
-                for index, position in enumerate(head[chunk:chunk + HEAD_CHUNK], start=chunk):
-                    entry = known.get(position)
-                    if entry is None:  # not stored any more, or out of budget
-                        return self._remembered(partition, values)
-                    reached = held_msgs >= msgs and held_bytes >= size
-                    values.msgs.append(entry.msgs)
-                    values.bytes.append(_size(entry, backlog, index))
-                    held_msgs, held_bytes = held_msgs + values.msgs[-1], held_bytes + values.bytes[-1]
-                    if reached:
-                        return self._remembered(partition, values)
-            self._beyond(partition, backlog, values, msgs, size)
-            return self._remembered(partition, values)
+            # The same question over the same entries, with nothing learned since: the same answer
+            # (a throttled partition held back, or polls between triggers, cost no work).
+            key = (backlog.runs, msgs, size, len(known), len(pending))
+            remembered = self._answers.get(partition)
+            if remembered is not None and remembered[0] == key:
+                return remembered[1]
+            budget = self._budget
+            answer = self._learn(partition, backlog, msgs, size)
+            if self._budget == budget > 0 and self._complete:  # nothing looked up, nothing missing
+                self._answers[partition] = (key, answer)
+            return answer
 
         return learn
+
+    def _learn(self, partition: str, backlog: Backlog, msgs: float, size: float) -> LearnedEntries:
+        known = self._known[partition]
+        self._complete = True
+        values = _Known([], [], {}, {})
+        held_msgs = held_bytes = 0.0  # what the entries counted so far hold
+        head = backlog.entries_between(0, EXACT_AHEAD)
+        for chunk in range(0, len(head), HEAD_CHUNK):  # only as far as the quotas reach
+            self._look_up(partition, [(ledger, entry) for ledger, entry, _ in head[chunk:chunk + HEAD_CHUNK]], wait=True)
+            for ledger, entry_id, ledger_average in head[chunk:chunk + HEAD_CHUNK]:
+                entry = known.get((ledger, entry_id))
+                if entry is None:  # not stored any more, or out of budget
+                    self._complete = False
+                    return self._remembered(partition, values)
+                reached = held_msgs >= msgs and held_bytes >= size
+                values.msgs.append(entry.msgs)
+                values.bytes.append(entry.bytes if entry.bytes is not None else ledger_average)
+                held_msgs, held_bytes = held_msgs + values.msgs[-1], held_bytes + values.bytes[-1]
+                if reached:
+                    return self._remembered(partition, values)
+        self._beyond(partition, backlog, values, msgs, size)
+        return self._remembered(partition, values)
 
     def _remembered(self, partition: str, values: _Known) -> LearnedEntries:
         """What was learned, remembering its messages per entry; when nothing could be looked up
@@ -177,9 +203,10 @@ class EntrySizes:
         for index, position in zip(indexes, positions, strict=True):
             entry = known.get(position)
             if entry is not None:
-                values.msg_knots[index] = entry.msgs
-                values.byte_knots[index] = _size(entry, backlog, index)
-        return all(position in known for position in positions)
+                values.add_knot(index, entry.msgs, _size(entry, backlog, index))
+        complete = all(position in known for position in positions)
+        self._complete = self._complete and complete
+        return complete
 
     def _already_asked(self, partition: str, backlog: Backlog, start: int, end: int) -> list[int]:
         """Indexes in [start, end) of entries known or under way (a prefetch asked for them)."""
@@ -205,7 +232,7 @@ class EntrySizes:
         self._look_up(partition, head + [_position(backlog, i) for i in _spread(start, reach)], wait=False)
 
     def _head(self, backlog: Backlog, start: int) -> list[Position]:
-        return [_position(backlog, i) for i in range(start, min(start + EXACT_AHEAD, backlog.entries))]
+        return [(ledger, entry) for ledger, entry, _ in backlog.entries_between(start, start + EXACT_AHEAD)]
 
     def _look_up(self, partition: str, positions: list[Position], wait: bool) -> None:
         """Start lookups of the positions neither known nor under way (within the call's budget);
@@ -231,7 +258,9 @@ class EntrySizes:
 
 def _size(entry: EntrySize, backlog: Backlog, index: int) -> float:
     """An entry's stored bytes, or its ledger's average when its headers do not tell."""
-    return entry.bytes if entry.bytes is not None else backlog.bytes_for(index + 1) - backlog.bytes_for(index)
+    if entry.bytes is not None:
+        return entry.bytes
+    return backlog.entries_between(index, index + 1)[0][2]
 
 
 def _ratio(a: float, b: float) -> float:

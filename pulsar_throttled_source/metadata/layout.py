@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from ..positions import BEFORE_EARLIEST, EntryPosition
@@ -75,10 +76,34 @@ class Backlog:
     def index_of(self, position: tuple[int, int]) -> int | None:
         """How many entries precede `position` (ledger, entry) in the backlog; None when it is not in it."""
         ledger, entry = position
-        for run, (run_ledger, first, count, _) in enumerate(self.runs):
-            if run_ledger == ledger and first <= entry < first + count:
-                return (self._cum_entries[run - 1] if run else 0) + entry - first
-        return None
+        run = self._run_of_ledger.get(ledger)
+        if run is None:
+            return None
+        before, first, count = run
+        return before + entry - first if first <= entry < first + count else None
+
+    def entries_between(self, start: int, stop: int) -> list[tuple[int, int, float]]:
+        """(ledger, entry, its ledger's average entry size) of the entries at indexes [start, stop):
+        one walk over the runs, for planning loops that visit many consecutive entries."""
+        out: list[tuple[int, int, float]] = []
+        stop = min(stop, self.entries)
+        if start >= stop:
+            return out
+        run = bisect.bisect_right(self._cum_entries, start)
+        index = start
+        while index < stop:
+            ledger, first, _, avg = self.runs[run]
+            before = self._cum_entries[run - 1] if run else 0
+            last = min(stop, self._cum_entries[run])
+            out.extend((ledger, first + i - before, avg) for i in range(index, last))
+            index, run = last, run + 1
+        return out
+
+    @cached_property
+    def _run_of_ledger(self) -> dict[int, tuple[int, int, int]]:
+        """ledger id -> (entries before its run, its first entry, its entry count)."""
+        return {ledger: (self._cum_entries[i - 1] if i else 0, first, count)
+                for i, (ledger, first, count, _) in enumerate(self.runs)}
 
 
 @dataclass(frozen=True)

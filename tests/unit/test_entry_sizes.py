@@ -108,6 +108,27 @@ def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     assert set(counts._known[P0]) == {(5, e) for e in range(5, HEAD_CHUNK + 5)}
 
 
+def test_the_same_question_over_the_same_entries_is_answered_without_work_until_more_is_known():
+    admin = FakeAdmin([10] * 100 + [30] * 100)
+    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    backlog = backlog_after(-1, 200)
+    counts.new_plan()
+    first = counts.learner(P0, backlog)(5_000, 0.0)  # reaches past the head: samples and bisection
+    asked = len(admin.lookups)
+    counts.new_plan()
+    again = counts.learner(P0, backlog)(5_000, 0.0)
+    assert len(admin.lookups) == asked  # everything it needed was known
+    assert again == first and again.msgs.total(100) == 1_000 and again.msgs.total(110) == 1_300
+    counts.prefetch(P0, backlog, 150)  # a batch planned up to entry 150: its next window is looked up
+    for future in list(counts._pending[P0].values()):
+        future.result()
+    counts.new_plan()
+    informed = counts.learner(P0, backlog)(5_000, 0.0)  # what became known is used, not the old answer
+    assert informed != first and {i for i, _ in informed.msgs.knots} > {i for i, _ in first.msgs.knots}
+    asked = len(admin.lookups)
+    assert counts.learner(P0, backlog)(5_000, 0.0) == informed and len(admin.lookups) == asked
+
+
 def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     admin = FakeAdmin([1] * 1000)
     counts = EntrySizes(admin)  # type: ignore[arg-type]

@@ -44,6 +44,13 @@ def test_backlog_counts_entries_and_bytes_across_ledgers():
     assert b.position_after(EntryPosition(3, 2), 2) == EntryPosition(3, 4)
     assert b.position_after(EntryPosition(3, 2), 3) == EntryPosition(7, 0)
     assert b.position_after(EntryPosition(3, 2), 99) == EntryPosition(9, 1)
+    # the walk planning uses over consecutive entries agrees with position_after and bytes_for, entry by entry
+    walked = b.entries_between(0, 99)
+    assert [(l, e) for l, e, _ in walked] == [(p.ledger_id, p.entry_id) for p in (b.position_after(EntryPosition(3, 2), k + 1) for k in range(9))]
+    assert [avg for _, _, avg in walked] == [pytest.approx(b.bytes_for(k + 1) - b.bytes_for(k)) for k in range(9)]
+    assert b.entries_between(3, 5) == walked[3:5] and b.entries_between(5, 5) == []
+    assert [b.index_of((l, e)) for l, e, _ in walked] == list(range(9))
+    assert b.index_of((3, 1)) is None and b.index_of((9, 2)) is None and b.index_of((8, 0)) is None
 
 
 def test_backlog_from_beginning_until_bound_and_empty():
