@@ -36,11 +36,12 @@ def python_errors(log: str) -> str:
 class SparkService:
     """One JVM process (master, worker or Connect server), its log in `log_path`."""
 
-    def __init__(self, name: str, argv: Sequence[str], log_dir: Path) -> None:
+    def __init__(self, name: str, argv: Sequence[str], log_dir: Path, env: dict[str, str] | None = None,
+                 cwd: Path | None = None) -> None:
         self.name, self.log_path = name, log_dir / f"{name}.log"
         self._log = self.log_path.open("wb")
-        self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT, env=spark_env(),
-                                        start_new_session=True)
+        self.process = subprocess.Popen(list(argv), stdout=self._log, stderr=subprocess.STDOUT, env=env or spark_env(),
+                                        start_new_session=True, cwd=cwd)
 
     def wait_for_port(self, port: int, timeout_s: float = 120.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -98,13 +99,19 @@ def start_standalone_cluster(log_dir: Path, cores: int = 2, memory: str = "1g") 
     return url, [worker, master]
 
 
-def start_connect_server(log_dir: Path) -> tuple[str, SparkService]:
+def start_connect_server(log_dir: Path, python: Path | None = None) -> tuple[str, SparkService]:
+    """A Spark Connect server (local[2]); its Python (planner and read tasks) is `python` when given,
+    run from `log_dir`, with nothing of the repo on its path."""
     port = free_port()
+    env = spark_env()
+    if python is not None:
+        env = {k: v for k, v in env.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
     server = SparkService("connect-server", [
         str(BIN / "spark-submit"), "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
         "--master", "local[2]", "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
         "--conf", f"spark.connect.grpc.binding.port={port}", "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-        "spark-internal"], log_dir)
+        "spark-internal"], log_dir, env=env, cwd=log_dir)
     try:
         server.wait_for_port(port)
     except Exception:

@@ -1,6 +1,8 @@
 """Issue 15: Spark Connect, as Databricks serverless and shared compute run notebooks. The package
-is installed where the server runs; the client only names the format. A throttled
-processing-time read delivers every message once, in several quota-sized batches."""
+is installed where the server runs, as users get it: the server's Python is a runtime Python with
+only the built wheel installed (nothing of the repo on its path, see runtime_wheel.py), and the
+client only names the format, with no register call. A throttled processing-time read delivers
+every message once, in several quota-sized batches."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce
+from runtime_wheel import build_wheel, install_into, module_file, runtime_python
 from spark_services import spark_env, start_connect_server
 
 CLIENT = textwrap.dedent("""
@@ -41,7 +44,11 @@ CLIENT = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory: pytest.TempPathFactory):
-    url, server = start_connect_server(tmp_path_factory.mktemp("connect"))
+    python = runtime_python(tmp_path_factory.mktemp("runtime") / "venv")
+    install_into(python, build_wheel(tmp_path_factory.mktemp("wheel")))
+    server_dir = tmp_path_factory.mktemp("connect")
+    assert module_file(python, server_dir).is_relative_to(python.parent.parent)  # the wheel, not the repo
+    url, server = start_connect_server(server_dir, python)
     yield url
     server.stop()
 

@@ -166,7 +166,7 @@ def test_topic_ownership_moves_mid_stream(spark, fault_broker, fault_admin, faul
 # ---------------------------------------------------------------------------------------
 # 2. A read task dies mid-range and Spark retries it (master local[2,3], in a subprocess)
 
-RETRY_MESSAGES = 20_000  # 10,000 per partition; one task per partition
+RETRY_MESSAGES = 4_000  # 2,000 per partition; one task per partition
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 

@@ -46,7 +46,7 @@ def test_quickstart_notebook_runs_against_the_session_broker(broker, tmp_path, m
     read = re.search(r"Read (\d+) messages in (\d+) micro-batches; largest micro-batch (\d+) entries \(quota (\d+)\)", watched)
     assert read, watched
     messages, batches, largest, quota = map(int, read.groups())
-    assert messages == 4000 and batches >= 5 and largest <= quota == 40
+    assert messages == 2000 and batches >= 5 and largest <= quota == 40
     images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert images, "the plot cell shows no image"
     assert "stopped" in text_of(code[-1])
