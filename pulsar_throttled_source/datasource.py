@@ -11,6 +11,8 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 from .options import parse_options  # noqa: E402
 from .reading.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
+from .schemas.columns import ValueSchema  # noqa: E402
+from .schemas.topic_schema import value_schema_for  # noqa: E402
 
 
 class PulsarThrottledDataSource(DataSource):
@@ -25,14 +27,26 @@ class PulsarThrottledDataSource(DataSource):
     def name(cls) -> str:
         return "pulsar-throttled"
 
-    def schema(self) -> str:
-        return SPARK_SCHEMA_DDL
+    def schema(self) -> str | StructType:
+        value = self._value_schema()
+        return SPARK_SCHEMA_DDL if value is None else value.spark_schema()
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        value = self._value_schema()
+        if value is not None and schema != value.spark_schema():
+            raise ValueError("The topic's schema changed while the query was being defined, or a schema was given "
+                             "with .schema(...): define the query again (the source decides its columns from the topic's "
+                             "schema; decodeSchema=false reads raw bytes).")
         if has_admission_control():
             from .stream_spark42 import AdmissionControlStreamReader
 
-            return AdmissionControlStreamReader(self.parsed)
+            return AdmissionControlStreamReader(self.parsed, value_schema=value)
         from .stream_spark40 import LatestOffsetStreamReader
 
-        return LatestOffsetStreamReader(self.parsed)
+        return LatestOffsetStreamReader(self.parsed, value_schema=value)
+
+    def _value_schema(self) -> ValueSchema | None:
+        """The topics' schema, looked up once per instance (None: raw bytes)."""
+        if not hasattr(self, "_value"):
+            self._value = value_schema_for(self.parsed)
+        return self._value

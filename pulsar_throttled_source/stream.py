@@ -47,6 +47,7 @@ from .positions import (
 )
 from .reading.read import read_range
 from .reading.task import ClientConfig, PartitionRange
+from .schemas.columns import ValueSchema
 from .throttling.engine import QuotaEngine
 
 log = logging.getLogger(__name__)
@@ -55,8 +56,10 @@ log = logging.getLogger(__name__)
 class PulsarStreamReader(DataSourceStreamReader):
     """Everything but latestOffset, whose signature depends on the Spark line (see the module doc)."""
 
-    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time,
+                 value_schema: ValueSchema | None = None) -> None:
         self.options = options
+        self.value_schema = value_schema  # how read tasks decode payloads (None: raw bytes)
         self._clock = clock
         self._admin: PulsarAdmin | None = None
         self._catalog: PartitionCatalog | None = None
@@ -225,7 +228,7 @@ class PulsarStreamReader(DataSourceStreamReader):
                             admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
                             fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
                             private_key_path=o.private_key_path, public_key_path=o.public_key_path,
-                            crypto_failure_action=o.crypto_failure_action)
+                            crypto_failure_action=o.crypto_failure_action, value_schema=self.value_schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)

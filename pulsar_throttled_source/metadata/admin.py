@@ -114,6 +114,18 @@ class PulsarAdmin(AdminHttp):
                          f"finding the first message of {partition} published at or after {timestamp_ms}",
                          not_found=f"No message of {partition} was published at or after {timestamp_ms}.")
 
+    # -- schemas ----------------------------------------------------------------------------
+    def topic_schema(self, topic: TopicName, version: int | None = None) -> dict[str, Any] | None:
+        """The topic's schema (`type`, `data`, `version`, `properties`), its latest or the given
+        version; None when the topic has no schema (or never had that version)."""
+        base = topic.base
+        path = f"schemas/{namespace_rest_path(base.namespace_name)}/{quote(base.local, safe='')}/schema"
+        what = f"reading the schema of {base}" + (f" (version {version})" if version is not None else "")
+        try:
+            return self.call("GET", path if version is None else f"{path}/{version}", what, not_found="none", expect="type")
+        except TopicNotFound:
+            return None
+
     # -- dispatch-rate policies -------------------------------------------------------------
     def dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict[str, Any] | None:
         return self.call("GET", f"{topic.rest_path}/dispatchRate", f"reading the dispatch rate of {topic}",

@@ -73,17 +73,7 @@ class PartitionCatalog:
         return self._snapshot
 
     def _current_topics(self) -> list[TopicName]:
-        if self._pattern is None:
-            return list(self._topics)
-        assert self._namespace is not None
-        bases: dict[str, TopicName] = {}
-        for name in self._admin.list_topics(self._namespace):
-            if SYSTEM_TOPIC.search(name):
-                continue
-            topic = TopicName.parse(name).base
-            if self._pattern.fullmatch(str(topic)):
-                bases[str(topic)] = topic
-        return [bases[k] for k in sorted(bases)]
+        return current_topics(self._admin, self._topics, self._pattern, self._namespace)
 
     def _fetch(self, now: float) -> CatalogSnapshot:
         layouts: dict[str, PartitionLayout] = {}
@@ -145,3 +135,19 @@ class PartitionCatalog:
 def _publish_stats(s: dict) -> PublishStats:
     return PublishStats(int(s.get("msgInCounter", 0)), int(s.get("bytesInCounter", 0)),
                         float(s.get("msgRateIn", 0.0)), float(s.get("msgThroughputIn", 0.0)))
+
+
+def current_topics(admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
+                   namespace: str | None) -> list[TopicName]:
+    """The topics a query reads now: those named, or those of the namespace the pattern matches."""
+    if pattern is None:
+        return list(topics)
+    assert namespace is not None
+    bases: dict[str, TopicName] = {}
+    for name in admin.list_topics(namespace):
+        if SYSTEM_TOPIC.search(name):
+            continue
+        topic = TopicName.parse(name).base
+        if pattern.fullmatch(str(topic)):
+            bases[str(topic)] = topic
+    return [bases[k] for k in sorted(bases)]

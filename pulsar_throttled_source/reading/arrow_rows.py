@@ -118,22 +118,29 @@ class Columns:
         self.rows += 1
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        import pyarrow.compute as pc
+        key, topic, index, ids, publish, event, props = metadata_arrays(self, partition, partition_index)
+        return pa.RecordBatch.from_arrays([key, pa.array(self.values, pa.binary()), topic, index, ids, publish, event, props],
+                                          schema=ARROW_SCHEMA)
 
-        n = self.rows
-        event = pa.array(self.event_ms, pa.int64())
-        event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)
-        return pa.RecordBatch.from_arrays([
-            # Via large_string: pyarrow converts an all-None list to string ~100x slower.
-            pa.array(self.keys, pa.large_string()).cast(pa.string()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(partition, pa.string()), n),
-            pa.repeat(pa.scalar(partition_index, pa.int32()), n),
-            pa.array(self.ids, pa.binary()),
-            _ms_to_timestamp(pa.array(self.publish_ms, pa.int64())),
-            _ms_to_timestamp(event),
-            pa.array(self.props, ARROW_SCHEMA.field("properties").type),
-        ], schema=ARROW_SCHEMA)
+
+def metadata_arrays(columns: Any, partition: str, partition_index: int) -> list[pa.Array]:
+    """key, topic, partition, messageId, publishTime, eventTime and properties of the rows of
+    `columns` (anything with keys, ids, publish_ms, event_ms, props and rows lists)."""
+    import pyarrow.compute as pc
+
+    n = columns.rows
+    event = pa.array(columns.event_ms, pa.int64())
+    event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)
+    return [
+        # Via large_string: pyarrow converts an all-None list to string ~100x slower.
+        pa.array(columns.keys, pa.large_string()).cast(pa.string()),
+        pa.repeat(pa.scalar(partition, pa.string()), n),
+        pa.repeat(pa.scalar(partition_index, pa.int32()), n),
+        pa.array(columns.ids, pa.binary()),
+        _ms_to_timestamp(pa.array(columns.publish_ms, pa.int64())),
+        _ms_to_timestamp(event),
+        pa.array(columns.props, ARROW_SCHEMA.field("properties").type),
+    ]
 
 
 def _ms_to_timestamp(millis: pa.Array) -> pa.Array:

@@ -17,6 +17,7 @@ import pyarrow as pa
 from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds
 from .client_cache import drop_client, has_message_available, open_reader
+from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
 from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
@@ -91,7 +92,12 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     raw_read = getattr(reader, "_reader", reader).read_next
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
-    columns = Columns()
+    decoder = decoder_for(part.partition, cfg) if cfg.value_schema is not None else None
+
+    def new_columns() -> Columns | DecodedColumns:
+        return Columns() if decoder is None else DecodedColumns(decoder, part.partition)
+
+    columns = new_columns()
     # What an encrypted entry that has not arrived means: discarded by the client, an error (no key),
     # or still coming (a key is set, or consume delivers it encrypted).
     undecryptable = {"discard": "skip", "consume": "wait"}.get(cfg.crypto_failure_action, "wait" if cfg.private_key_path else "fail")
@@ -169,7 +175,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
             columns.add(msg, serialized if index < 0 else ids.serialized(mid, index), publish_ms)
             if columns.rows >= limit:
                 yield columns.to_batch(part.partition, part.partition_index)
-                columns = Columns()
+                columns = new_columns()
             if account is not None and account.cursor.exhausted:
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).

@@ -10,6 +10,7 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from ..positions import EntryPosition
+from ..schemas.columns import ValueSchema
 from .range_entries import EntryRuns
 
 
@@ -33,6 +34,7 @@ class ClientConfig:
     private_key_path: str | None = None
     public_key_path: str | None = None
     crypto_failure_action: str = "fail"
+    value_schema: ValueSchema | None = None  # the topic schema payloads are decoded with (None: raw bytes)
 
     def cache_key(self) -> tuple[Any, ...]:
         return (self.service_url, self.client_kwargs, self.auth_token)

@@ -1,0 +1,73 @@
+"""The columns of a query over a topic with a schema: the schema's fields (a record's fields as
+top-level columns, or a typed `value`), then the message's metadata under pulsar-spark's names
+(`__key`, `__topic`, ...), so a record field can never clash with them. A topic without a schema
+(or `decodeSchema=false`) keeps the raw layout of reading/arrow_rows.py."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+
+from .avro_types import arrow_type, record_fields, spark_type
+
+RECORD_KINDS = ("AVRO", "JSON")  # payloads described by an Avro record definition
+DECODED_KINDS = (*RECORD_KINDS, "STRING")
+CORRUPT_RECORD = "__corruptRecord"  # decodeErrorMode=permissive: the payload that could not be decoded
+
+METADATA_FIELDS = [
+    pa.field("__key", pa.string()),
+    pa.field("__topic", pa.string()),
+    pa.field("__partition", pa.int32()),
+    pa.field("__messageId", pa.binary()),
+    pa.field("__publishTime", pa.timestamp("us", tz="UTC")),
+    pa.field("__eventTime", pa.timestamp("us", tz="UTC")),
+    pa.field("__messageProperties", pa.map_(pa.string(), pa.string())),
+]
+METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {CORRUPT_RECORD}
+
+
+@dataclass(frozen=True)
+class ValueSchema:
+    """How a query's payloads become columns: `kind` is the topic schema's type (AVRO, JSON,
+    STRING), `definition` the Avro record the reader decodes into (the topic's latest schema when the
+    query was defined), `corrupt_records` whether undecodable payloads go to a column."""
+
+    kind: str
+    definition: str = ""
+    corrupt_records: bool = False
+
+    @cached_property
+    def reader_schema(self) -> Any:
+        return json.loads(self.definition) if self.definition else None
+
+    @cached_property
+    def value_fields(self) -> list[pa.Field]:
+        if self.kind in RECORD_KINDS:
+            fields = record_fields(self.reader_schema)
+            clashes = sorted(f.name for f in fields if f.name in METADATA_NAMES)
+            if clashes:
+                raise ValueError(f"The schema's field(s) {', '.join(clashes)} clash with the metadata columns "
+                                 f"({', '.join(sorted(METADATA_NAMES))}); read the topic with decodeSchema=false.")
+            return fields
+        if self.kind == "STRING":
+            return [pa.field("value", pa.string())]
+        raise ValueError(f"no columns for schema type {self.kind}")
+
+    @cached_property
+    def arrow_schema(self) -> pa.Schema:
+        extra = [pa.field(CORRUPT_RECORD, pa.binary())] if self.corrupt_records else []
+        return pa.schema([*self.value_fields, *METADATA_FIELDS, *extra])
+
+    def spark_schema(self) -> Any:
+        from pyspark.sql.types import StructField, StructType
+
+        return StructType([StructField(f.name, spark_type(f.type), True) for f in self.arrow_schema])
+
+
+def value_type(definition: str) -> pa.DataType:
+    """The Arrow type of a whole Avro definition (for tests and messages)."""
+    return arrow_type(json.loads(definition))
