@@ -4,6 +4,10 @@ Both sides run in the same process count (Spark local[N] vs N reader processes),
 same real local broker, in the same run; the figure that matters is the ratio.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/throughput.py [--messages 1000000] [--processes 2] [--rounds 3]
+
+`--scenario schema` instead drains a topic of Avro records (~100 B each, written by a producer
+with an AVRO schema) twice per round: raw (decodeSchema=false, the payload bytes) and decoded into
+columns (the default), and prints what decoding costs: decoded time / raw time (target <= 2).
 """
 
 from __future__ import annotations
@@ -94,7 +98,8 @@ def spark_floor_source(rows: int, partitions: int) -> type:
                 pa.repeat(pa.scalar(f"persistent://public/default/floor-partition-{partition.value}", pa.string()), n),
                 pa.repeat(pa.scalar(partition.value, pa.int32()), n), pa.array([bytes(14)] * n, pa.binary()),
                 pa.array(range(n), pa.int64()).cast(pa.timestamp("us", tz="UTC")), pa.nulls(n, pa.timestamp("us", tz="UTC")),
-                pa.array([[]] * n, ARROW_SCHEMA.field("properties").type)], schema=ARROW_SCHEMA)
+                pa.array([[]] * n, ARROW_SCHEMA.field("properties").type), pa.nulls(n, pa.string()),
+                pa.repeat(pa.scalar("bench-producer", pa.string()), n)], schema=ARROW_SCHEMA)
             for _ in range(rows // partitions // n):
                 yield batch
 
@@ -122,8 +127,15 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="measured passes per side (after one warm-up pass each)")
+    parser.add_argument("--scenario", choices=("plain", "schema"), default="plain",
+                        help="plain: the source vs plain readers; schema: Avro decoding vs the raw read")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.scenario == "schema":
+        from schema_decoding import run_schema_scenario
+
+        run_schema_scenario(args)
+        return
 
     with LocalBroker() as broker:
         admin = TopicAdmin(broker.admin_url)

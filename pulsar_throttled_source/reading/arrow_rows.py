@@ -20,9 +20,12 @@ ARROW_SCHEMA = pa.schema([
     pa.field("publishTime", pa.timestamp("us", tz="UTC")),
     pa.field("eventTime", pa.timestamp("us", tz="UTC")),
     pa.field("properties", pa.map_(pa.string(), pa.string())),
+    pa.field("orderingKey", pa.string()),
+    pa.field("producerName", pa.string()),
 ])
 SPARK_SCHEMA_DDL = ("key string, value binary, topic string, partition int, messageId binary, "
-                    "publishTime timestamp, eventTime timestamp, properties map<string,string>")
+                    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
+                    "orderingKey string, producerName string")
 
 
 class EntryIds:
@@ -96,20 +99,27 @@ _TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
 class Columns:
     """Column lists for one Arrow batch, filled message by message."""
 
-    __slots__ = ("keys", "values", "ids", "publish_ms", "event_ms", "props", "rows")
+    __slots__ = ("keys", "values", "ids", "publish_ms", "event_ms", "props", "ordering", "producers", "rows")
 
     def __init__(self) -> None:
         self.keys: list[str | None] = []
-        self.values: list[bytes] = []
+        self.values: list[bytes | None] = []
+        self.ordering: list[str | None] = []
+        self.producers: list[str] = []
         self.ids: list[bytes] = []
         self.publish_ms: list[int] = []
         self.event_ms: list[int] = []  # 0 = unset, as the client reports it
         self.props: list[Sequence[tuple[str, str]]] = []
         self.rows = 0
 
-    def add(self, msg: Any, serialized_id: bytes, publish_ms: int) -> None:
+    def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
+        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry."""
         self.keys.append(msg.partition_key() or None)
-        self.values.append(msg.data())
+        data = msg.data()
+        # A null value (a tombstone) arrives as b"": only an empty payload needs the native check.
+        self.values.append(data if data or not msg.has_null_value() else None)
+        self.ordering.append(msg.ordering_key() or None)
+        self.producers.append(producer)
         self.ids.append(serialized_id)
         self.publish_ms.append(publish_ms)
         self.event_ms.append(msg.event_timestamp())
@@ -118,14 +128,14 @@ class Columns:
         self.rows += 1
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        key, topic, index, ids, publish, event, props = metadata_arrays(self, partition, partition_index)
-        return pa.RecordBatch.from_arrays([key, pa.array(self.values, pa.binary()), topic, index, ids, publish, event, props],
-                                          schema=ARROW_SCHEMA)
+        key, topic, index, ids, publish, event, props, ordering, producer = metadata_arrays(self, partition, partition_index)
+        return pa.RecordBatch.from_arrays([key, pa.array(self.values, pa.binary()), topic, index, ids, publish, event, props,
+                                           ordering, producer], schema=ARROW_SCHEMA)
 
 
-def metadata_arrays(columns: Any, partition: str, partition_index: int) -> list[pa.Array]:
-    """key, topic, partition, messageId, publishTime, eventTime and properties of the rows of
-    `columns` (anything with keys, ids, publish_ms, event_ms, props and rows lists)."""
+def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> list[pa.Array]:
+    """key, topic, partition, messageId, publishTime, eventTime, properties, orderingKey and
+    producerName of the rows of `columns` (a Columns)."""
     import pyarrow.compute as pc
 
     n = columns.rows
@@ -140,6 +150,8 @@ def metadata_arrays(columns: Any, partition: str, partition_index: int) -> list[
         _ms_to_timestamp(pa.array(columns.publish_ms, pa.int64())),
         _ms_to_timestamp(event),
         pa.array(columns.props, ARROW_SCHEMA.field("properties").type),
+        pa.array(columns.ordering, pa.large_string()).cast(pa.string()),
+        pa.array(columns.producers, pa.string()),
     ]
 
 

@@ -61,12 +61,12 @@ class DecodedColumns(Columns):
         self.decoded: list[Any] = []
         self.corrupt: list[bytes | None] = []
 
-    def add(self, msg: Any, serialized_id: bytes, publish_ms: int) -> None:
-        super().add(msg, serialized_id, publish_ms)
+    def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
+        super().add(msg, serialized_id, publish_ms, producer)
         value: Any = None
         corrupt = None
-        if not msg.has_null_value():
-            payload = self.values[-1]
+        payload = self.values[-1]
+        if payload is not None:  # None: a null value, a row of null fields
             try:
                 value = self._decoder.decode(payload, msg.int_schema_version())
             except DecodeError as e:

@@ -111,6 +111,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     skip = False
     in_end_entry = False
     publish_ms = 0
+    producer = ""
     serialized = b""
     ids = EntryIds()
     idle_ms = 0
@@ -168,11 +169,12 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 in_end_entry = position == last_entry
                 last_pos = position
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
+                producer = msg.producer_name()
                 ids.new_entry(mid, index)
             prev_index = index
             if skip:
                 continue
-            columns.add(msg, serialized if index < 0 else ids.serialized(mid, index), publish_ms)
+            columns.add(msg, serialized if index < 0 else ids.serialized(mid, index), publish_ms, producer)
             if columns.rows >= limit:
                 yield columns.to_batch(part.partition, part.partition_index)
                 columns = new_columns()

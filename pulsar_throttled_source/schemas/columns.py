@@ -26,6 +26,8 @@ METADATA_FIELDS = [
     pa.field("__publishTime", pa.timestamp("us", tz="UTC")),
     pa.field("__eventTime", pa.timestamp("us", tz="UTC")),
     pa.field("__messageProperties", pa.map_(pa.string(), pa.string())),
+    pa.field("__orderingKey", pa.string()),
+    pa.field("__producerName", pa.string()),
 ]
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {CORRUPT_RECORD}
 

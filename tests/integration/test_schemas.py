@@ -47,8 +47,8 @@ def write_two_versions(client: pulsar.Client, topic: str, schema_class) -> Count
     for i in range(N):
         old.send_async(OrderV1(item=f"old-{i}", qty=i), None, partition_key=f"k{i % 7}")
         new.send_async(OrderV2(item=f"new-{i}", qty=i, price=i / 2), None, partition_key=f"k{i % 7}")
-        expected[(f"old-{i}", i, None, f"k{i % 7}")] += 1  # version 1 has no price: the default, null
-        expected[(f"new-{i}", i, i / 2, f"k{i % 7}")] += 1
+        expected[(f"old-{i}", i, None, f"k{i % 7}", f"{topic}-v1")] += 1  # version 1 has no price: the default, null
+        expected[(f"new-{i}", i, i / 2, f"k{i % 7}", f"{topic}-v2")] += 1
     old.flush()
     new.flush()
     old.close()
@@ -70,7 +70,7 @@ def test_two_schema_versions_read_into_the_latest_as_columns(spark, broker, admi
     topic = create_topic(admin, f"schema-{schema_class.__name__.lower()}-{unique}", 2)
     expected = write_two_versions(pulsar_client, topic, schema_class)
     rows, _ = read_all(spark, broker, topic, tmp_path, maxEntriesPerTrigger="7")
-    assert Counter((r.item, r.qty, r.price, r["__key"]) for r in rows) == expected
+    assert Counter((r.item, r.qty, r.price, r["__key"], r["__producerName"]) for r in rows) == expected
     assert {r["__topic"] for r in rows} == {f"{topic}-partition-0", f"{topic}-partition-1"}
     assert all(r["__messageId"] and r["__publishTime"] for r in rows)
 
@@ -108,3 +108,26 @@ def test_undecodable_payloads_fail_naming_the_message_or_go_to_the_corrupt_recor
     rows, _ = read_all(spark, broker, topic, tmp_path / "keep", decodeErrorMode="permissive")
     assert Counter((r.item, r.qty, r["__corruptRecord"]) for r in rows) == Counter(
         [("fine", 1, None), (None, None, b"\xff\xff\xff\xff"), ("after", 2, None)])
+
+
+def test_plain_topic_metadata_keeps_tombstones_ordering_keys_and_producer_names(spark, broker, admin, pulsar_client, unique,
+                                                                                tmp_path):
+    topic = create_topic(admin, f"metadata-{unique}", 2)
+    producer = pulsar_client.create_producer(topic, producer_name=f"writer-{unique}", batching_max_messages=4,
+                                             batching_max_publish_delay_ms=20)
+    sent: Counter = Counter()
+    for i in range(40):
+        if i % 5 == 0:  # a tombstone (Java: value(null)): null, not an empty payload
+            producer.send_async(None, None, partition_key=f"gone-{i}")
+            sent[(None, f"gone-{i}", None)] += 1
+        elif i % 5 == 1:
+            producer.send_async(b"", None, partition_key=f"empty-{i}", ordering_key=f"o{i}")
+            sent[(b"", f"empty-{i}", f"o{i}")] += 1
+        else:
+            producer.send_async(f"v{i}".encode(), None, ordering_key=f"o{i}")
+            sent[(f"v{i}".encode(), None, f"o{i}")] += 1
+    producer.flush()
+    producer.close()
+    rows, _ = read_all(spark, broker, topic, tmp_path)
+    assert Counter((None if r.value is None else bytes(r.value), r.key, r.orderingKey) for r in rows) == sent
+    assert {r.producerName for r in rows} == {f"writer-{unique}"}

@@ -57,14 +57,14 @@ def test_varint_matches_protobuf_encoding():
 
 
 class FakeMessage:
-    def __init__(self, key: str, value: bytes, event_ms: int, props: dict[str, str]) -> None:
+    def __init__(self, key: str, value: bytes | None, event_ms: int, props: dict[str, str]) -> None:
         self._key, self._value, self._event, self._props = key, value, event_ms, props
 
     def partition_key(self) -> str:
         return self._key
 
     def data(self) -> bytes:
-        return self._value
+        return self._value or b""  # a null value reads as b"", as from the client
 
     def event_timestamp(self) -> int:
         return self._event
@@ -72,17 +72,28 @@ class FakeMessage:
     def properties(self) -> dict[str, str]:
         return self._props
 
+    def has_null_value(self) -> bool:
+        return self._value is None
+
+    def ordering_key(self) -> str:
+        return "ok" if self._key else ""
+
 
 @pytest.mark.parametrize("keys", [["", ""], ["a", ""], ["a", "b"]])
 def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
     cols = Columns()
-    cols.add(FakeMessage(keys[0], b"v0", 0, {}), b"id0", 1_700_000_000_123)
-    cols.add(FakeMessage(keys[1], b"v1", 1_600_000_000_456, {"k": "v"}), b"id1", 1_700_000_000_124)
+    cols.add(FakeMessage(keys[0], b"v0", 0, {}), b"id0", 1_700_000_000_123, "p-0")
+    cols.add(FakeMessage(keys[1], b"v1", 1_600_000_000_456, {"k": "v"}), b"id1", 1_700_000_000_124, "p-1")
+    cols.add(FakeMessage("", None, 0, {}), b"id2", 1_700_000_000_124, "p-1")  # a tombstone
+    cols.add(FakeMessage("", b"", 0, {}), b"id3", 1_700_000_000_124, "p-1")  # an empty payload
     batch = cols.to_batch("persistent://public/default/t-partition-2", 2)
     assert batch.schema == ARROW_SCHEMA
     rows = batch.to_pylist()
-    assert [r["key"] for r in rows] == [k or None for k in keys]  # the client reports "no key" as ""
-    assert [r["value"] for r in rows] == [b"v0", b"v1"]
+    assert [r["key"] for r in rows] == [k or None for k in keys] + [None, None]  # the client reports "no key" as ""
+    assert [r["value"] for r in rows] == [b"v0", b"v1", None, b""]  # a null value is null, not b""
+    assert [r["orderingKey"] for r in rows] == [("ok" if k else None) for k in keys] + [None, None]
+    assert [r["producerName"] for r in rows] == ["p-0", "p-1", "p-1", "p-1"]
+    rows = rows[:2]
     assert [r["messageId"] for r in rows] == [b"id0", b"id1"]
     assert {r["topic"] for r in rows} == {"persistent://public/default/t-partition-2"}
     assert {r["partition"] for r in rows} == {2}

@@ -41,6 +41,15 @@ class FakeMessage:
     def publish_timestamp(self) -> int:
         return 1_700_000_000_000
 
+    def producer_name(self) -> str:
+        return "fake-producer"
+
+    def ordering_key(self) -> str:
+        return ""
+
+    def has_null_value(self) -> bool:
+        return False
+
 
 class FakeReader:
     """Delivers the given messages in order, then times out like the client does."""

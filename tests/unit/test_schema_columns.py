@@ -63,7 +63,7 @@ def test_avro_types_become_the_columns_spark_avro_would_give():
     assert spark.startswith("struct<address:struct<city:string>,previous:struct<city:string>,status:string,"
                             "tags:array<string>,attrs:map<string,bigint>,day:date,price:decimal(9,2),ref:string,")
     assert spark.endswith(",__key:string,__topic:string,__partition:int,__messageId:binary,__publishTime:timestamp,"
-                          "__eventTime:timestamp,__messageProperties:map<string,string>>")
+                          "__eventTime:timestamp,__messageProperties:map<string,string>,__orderingKey:string,__producerName:string>")
 
 
 def test_constructs_without_a_column_type_and_clashing_fields_fail_with_their_name():
@@ -123,6 +123,7 @@ class FakeMessage:
     def event_timestamp(self): return 0
     def properties(self): return {"p": "1"}
     def message_id(self): return FakeId()
+    def ordering_key(self): return ""
 
 
 def test_rows_hold_decoded_fields_null_values_and_undecodable_payloads_as_asked():
@@ -130,13 +131,13 @@ def test_rows_hold_decoded_fields_null_values_and_undecodable_payloads_as_asked(
     for corrupt_records in (True, False):
         schema = ValueSchema("AVRO", json.dumps(V2), corrupt_records)
         columns = DecodedColumns(PayloadDecoder(schema, writers.get), "persistent://public/default/t-partition-1")
-        columns.add(FakeMessage(avro(V1, {"id": 1, "item": "tea"}), 0, key="k"), b"id1", 1000)
-        columns.add(FakeMessage(None), b"id2", 1000)  # a tombstone
+        columns.add(FakeMessage(avro(V1, {"id": 1, "item": "tea"}), 0, key="k"), b"id1", 1000, "producer")
+        columns.add(FakeMessage(None), b"id2", 1000, "producer")  # a tombstone
         if not corrupt_records:
             with pytest.raises(UndecodablePayload, match="message 5:7:2 of .*t-partition-1 .*decodeErrorMode=permissive"):
-                columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000)
+                columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
             continue
-        columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000)
+        columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
         batch = columns.to_batch("persistent://public/default/t-partition-1", 1)
         assert batch.schema == schema.arrow_schema
         rows = batch.to_pylist()
@@ -175,7 +176,7 @@ def test_decimals_and_uuids_reach_arrow_as_their_column_types():
               "day": date(2024, 2, 29), "price": Decimal("12.50"), "ref": "0f8fad5b-d9cb-469f-a165-70867728950e",
               "blob": b"\x00", "ratio": 0.5}
     columns = DecodedColumns(PayloadDecoder(schema, lambda v: json.dumps(RICH)), "persistent://public/default/r")
-    columns.add(FakeMessage(avro(RICH, record), 0), b"id", 1000)
+    columns.add(FakeMessage(avro(RICH, record), 0), b"id", 1000, "producer")
     (row,) = columns.to_batch("persistent://public/default/r", -1).to_pylist()
     assert row["price"] == Decimal("12.50") and row["ref"] == "0f8fad5b-d9cb-469f-a165-70867728950e"
     assert row["address"] == {"city": "Oslo"} and row["attrs"] == [("x", 1)] and row["day"] == date(2024, 2, 29)
