@@ -73,7 +73,11 @@ class PayloadDecoder:
             definition = self._writer_schema(version)
             if definition is None:
                 raise DecodeError(f"schema version {version} of the topic is not known to the broker")
-            writer = self._writers[version] = self._parse(json.loads(definition))
+            parsed = json.loads(definition)
+            # The reader's own version: the very same parsed schema as writer and reader lets fastavro
+            # skip schema resolution (measured ~30% of a small record's decode).
+            same = parsed == self.schema.reader_schema
+            writer = self._writers[version] = self._reader if same else self._parse(parsed)
         return writer
 
 
