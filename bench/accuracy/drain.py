@@ -11,11 +11,11 @@ from __future__ import annotations
 import time
 
 from .backlogs import LARGE_BATCH
-from .charges import ChargeLog, charged_windows, sqlite_reader
+from .charges import charged_windows
 from .long_run import over_span
-from .query import start_query, stop_cleanly, wait_for
+from .query import charged_query, stop_cleanly, wait_for
 from .recorder import Recorder, RunRecord
-from .result import Bench, Result, partitions_of, query_options
+from .result import Bench, Result, partitions_of
 from .scenarios import LEGACY, Scenario
 from .stored_bytes import StoredSizes, stored_sizes
 from .windows import Windows, attribute, measure_of
@@ -23,21 +23,11 @@ from .windows import Windows, attribute, measure_of
 
 def run_drain(bench: Bench, scenario: Scenario, topic: str) -> Result:
     rec = Recorder()
-    quota_state = bench.work / f"quota-{scenario.name}.sqlite"
-    options = query_options(bench, scenario, topic, f"accuracy-{scenario.name}", quota_state)
     partitions = partitions_of(topic, scenario.partitions)
-    query = start_query(bench.spark, options, rec, bench.work / f"cp-{scenario.name}")
-    log = ChargeLog(sqlite_reader(str(quota_state), partitions))
-    log.start()
-    try:
+    with charged_query(bench, scenario, topic, rec) as (query, log):
         wait_for(lambda: rec.data_batches() > 0, 180, "the first data batch", query)  # start-up is not measured
         time.sleep(bench.seconds)
         record = stop_cleanly(query, rec, bench.work / f"progress-{scenario.name}.json")
-    finally:
-        if query.isActive:
-            query.stop()
-        log.stop()
-        log.save(bench.work / f"charges-{scenario.name}.json")
     stored = stored_sizes(bench.admin, partitions) if scenario.unit == "bytes" else None
     measure = measure_of(scenario.unit, stored.size if stored else None)
     charged, unmatched = charged_windows(record, log, partitions, scenario.unit, scenario.quota)

@@ -12,11 +12,11 @@ import math
 import time
 
 from .bursts import CATCH_UP_TIMEOUT_S, GAP_S, BurstProducer, burst_seconds, warm_up
-from .charges import ChargeLog, charged_windows, sqlite_reader
+from .charges import charged_windows
 from .long_run import over_saturated, saturated_cells
-from .query import start_query, stop_cleanly, wait_for
+from .query import charged_query, stop_cleanly, wait_for
 from .recorder import Recorder, RunRecord
-from .result import Bench, Result, partitions_of, query_options
+from .result import Bench, Result, partitions_of
 from .scenarios import Scenario
 from .windows import Windows, attribute, entries_by_partition, measure_of
 
@@ -28,12 +28,7 @@ AFTER_IDLE = 3  # windows judged after an idle stretch: saved-up quota would sho
 def run_idle_gaps(bench: Bench, scenario: Scenario, topic: str) -> Result:
     partitions = partitions_of(topic, scenario.partitions)
     rec = Recorder()
-    quota_state = bench.work / f"quota-{scenario.name}.sqlite"
-    options = query_options(bench, scenario, topic, f"accuracy-{scenario.name}", quota_state)
-    query = start_query(bench.spark, options, rec, bench.work / f"cp-{scenario.name}")
-    log = ChargeLog(sqlite_reader(str(quota_state), partitions))
-    log.start()
-    try:
+    with charged_query(bench, scenario, topic, rec) as (query, log):
         wait_for(lambda: len(query.recentProgress) > 0, 180, "the query's first trigger", query)  # it tails an empty topic
         warmed = warm_up(bench.client, partitions)
         wait_for(lambda: rec.delivered_msgs() >= warmed, 180, "the warm-up messages (start-up)", query)
@@ -48,11 +43,6 @@ def run_idle_gaps(bench: Bench, scenario: Scenario, topic: str) -> Result:
         wait_for(lambda: rec.delivered_msgs() >= producer.produced, CATCH_UP_TIMEOUT_S, "the reader to catch up", query)
         time.sleep(GAP_S)  # idle windows after the last drain too
         record = stop_cleanly(query, rec, bench.work / f"progress-{scenario.name}.json")
-    finally:
-        if query.isActive:
-            query.stop()
-        log.stop()
-        log.save(bench.work / f"charges-{scenario.name}.json")
     charged, unmatched = charged_windows(record, log, partitions, scenario.unit, scenario.quota)
     w = attribute([record], measure_of(scenario.unit), charged)
     assert w.last_planned is not None, "no trigger was recorded"

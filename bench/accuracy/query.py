@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .charges import ChargeLog, sqlite_reader
 from .recorder import Recorder, RunRecord, plans_of
+from .result import Bench, partitions_of, query_options
+from .scenarios import Scenario
 
 # Every trigger must leave a progress (also those that plan nothing), and a run of minutes must keep
 # them all: the windows in which nothing was admitted count in the long run, and their backlog tells
@@ -73,3 +77,21 @@ def stop_cleanly(query: Any, sink: Recorder, dump: Path | None = None, timeout_s
     if query.exception() is not None:
         raise RuntimeError(f"the query failed: {query.exception()}")
     return record
+
+
+@contextmanager
+def charged_query(bench: Bench, scenario: Scenario, topic: str, rec: Recorder) -> Iterator[tuple[Any, ChargeLog]]:
+    """The scenario's query on its own SQLite quota state, and the log of that state's charges; both
+    stopped however the run ends, the log kept beside the other outputs."""
+    quota_state = bench.work / f"quota-{scenario.name}.sqlite"
+    options = query_options(bench, scenario, topic, f"accuracy-{scenario.name}", quota_state)
+    query = start_query(bench.spark, options, rec, bench.work / f"cp-{scenario.name}")
+    log = ChargeLog(sqlite_reader(str(quota_state), partitions_of(topic, scenario.partitions)))
+    log.start()
+    try:
+        yield query, log
+    finally:
+        if query.isActive:
+            query.stop()
+        log.stop()
+        log.save(bench.work / f"charges-{scenario.name}.json")
