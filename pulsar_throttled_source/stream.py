@@ -95,9 +95,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     @property
     def admin(self) -> PulsarAdmin:
         if self._admin is None:
-            o = self.options
-            self._admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, o.admin_tls_verify,
-                                      retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
+            self._admin = PulsarAdmin.for_planning(self.options)
         return self._admin
 
     @property

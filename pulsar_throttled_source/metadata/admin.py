@@ -6,16 +6,35 @@ and the durable subscription's cursor. The HTTP plumbing (credentials, errors, r
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..topics import TopicName, namespace_rest_path
 from .admin_http import AdminError, AdminHttp, TopicNotFound
 
+if TYPE_CHECKING:
+    from ..options.model import SourceOptions
+    from ..reading.task import ClientConfig
+
 
 class PulsarAdmin(AdminHttp):
     """Lookups on one admin API endpoint; every method raises AdminError (TopicNotFound where said)."""
+
+    @classmethod
+    def for_planning(cls, options: SourceOptions) -> PulsarAdmin:
+        """The driver's session: lookups retried for adminRetryTimeoutMs once the API has answered."""
+        o = options
+        return cls(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, o.admin_tls_verify,
+                   retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
+
+    @classmethod
+    def for_read_task(cls, cfg: ClientConfig) -> PulsarAdmin:
+        """A read task's session: lookups ride through a broker restart for as long as a read would
+        wait (pollTimeoutMs), on a URL the driver planned with (known good: a failure there is an
+        outage, not a wrong URL)."""
+        return cls(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
+                   retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
 
     # -- topics -----------------------------------------------------------------------------
     def partition_count(self, topic: TopicName) -> int:

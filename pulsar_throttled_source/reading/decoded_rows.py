@@ -35,8 +35,7 @@ def decoder_for(partition: str, cfg: ClientConfig) -> PayloadDecoder:
         if key not in _WRITER_SCHEMAS:
             from ..metadata.admin import PulsarAdmin
 
-            admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
-                                retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
+            admin = PulsarAdmin.for_read_task(cfg)
             try:
                 info = admin.topic_schema(topic, version)
             finally:

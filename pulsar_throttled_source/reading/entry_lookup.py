@@ -46,9 +46,5 @@ class EntryLookup:
         if self._admin is None:
             from ..metadata.admin import PulsarAdmin  # only tasks that meet such an entry need requests loaded
 
-            cfg = self._part.config
-            # Lookups ride through a broker restart for as long as a read would wait (pollTimeoutMs), on
-            # a URL the driver planned with (known good: a failure there is an outage, not a wrong URL).
-            self._admin = PulsarAdmin(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
-                                      retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
+            self._admin = PulsarAdmin.for_read_task(self._part.config)
         return self._admin

@@ -68,8 +68,7 @@ def value_schema_for(options: SourceOptions) -> ValueSchema | None:
     from ..metadata.catalog import current_topics
 
     o = options
-    admin = PulsarAdmin(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, o.admin_tls_verify,
-                        retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
+    admin = PulsarAdmin.for_planning(o)
     try:
         return value_schema_of(admin, current_topics(admin, o.topics, o.topics_pattern, o.pattern_namespace), o.corrupt_records)
     finally:
