@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..schemas.columns import ValueSchema
+from ..schemas.columns import RECORD_KINDS, ValueSchema
 from ..schemas.decoders import DecodeError, PayloadDecoder
 from ..topics import TopicName
 from .arrow_rows import Columns, metadata_arrays
@@ -20,6 +20,9 @@ from .task import ClientConfig
 # Writer schemas by (admin URL, topic, version), for the life of the worker process: a schema
 # version never changes once registered.
 _WRITER_SCHEMAS: dict[tuple[str, str, int], str | None] = {}
+
+
+STRUCT_KINDS = (*RECORD_KINDS, "KEY_VALUE")  # rows are dicts, one column per top-level field
 
 
 class UndecodablePayload(RuntimeError):
@@ -64,29 +67,28 @@ class DecodedColumns(Columns):
         super().add(msg, serialized_id, publish_ms, producer)
         value: Any = None
         corrupt = None
-        payload = self.values[-1]
-        if payload is not None:  # None: a null value, a row of null fields
-            try:
-                value = self._decoder.decode(payload, msg.int_schema_version())
-            except DecodeError as e:
-                if not self._schema.corrupt_records:
-                    mid = msg.message_id()
-                    raise UndecodablePayload(
-                        f"Cannot decode message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} of {self._partition} "
-                        f"with the topic's {self._schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
-                        "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
-                corrupt = payload
+        payload = self.values[-1]  # None: a null value, a row of null fields (a SEPARATED KeyValue keeps its key)
+        try:
+            value = self._decoder.decode(payload, msg.int_schema_version(), self.keys[-1] or "")
+        except DecodeError as e:
+            if not self._schema.corrupt_records:
+                mid = msg.message_id()
+                raise UndecodablePayload(
+                    f"Cannot decode message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} of {self._partition} "
+                    f"with the topic's {self._schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
+                    "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
+            corrupt = payload if payload is not None else b""
         self.decoded.append(value)
         self.corrupt.append(corrupt)
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         schema = self._schema.arrow_schema
-        if self._schema.kind == "STRING":
-            value_columns = [pa.array(self.decoded, pa.string())]
-        else:
+        if self._schema.kind in STRUCT_KINDS:
             # One pass in Arrow over the rows' dicts (a None row: null fields), then one column per
             # field: ~6x cheaper than a Python pass per field.
-            value_columns = pa.array(self.decoded, pa.struct(self._schema.value_fields)).flatten()
+            value_columns = pa.array(self.decoded, self._schema.column_type).flatten()
+        else:
+            value_columns = [pa.array(self.decoded, self._schema.column_type)]
         columns = [*value_columns, *metadata_arrays(self, partition, partition_index)]
         if self._schema.corrupt_records:
             columns.append(pa.array(self.corrupt, pa.binary()))

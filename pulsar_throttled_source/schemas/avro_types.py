@@ -87,7 +87,8 @@ def spark_type(t: pa.DataType) -> Any:
         return T.TimestampType() if t.tz else T.TimestampNTZType()
     simple = {pa.string(): T.StringType(), pa.binary(): T.BinaryType(), pa.bool_(): T.BooleanType(),
               pa.int32(): T.IntegerType(), pa.int64(): T.LongType(), pa.float32(): T.FloatType(),
-              pa.float64(): T.DoubleType(), pa.date32(): T.DateType()}
+              pa.float64(): T.DoubleType(), pa.date32(): T.DateType(), pa.int8(): T.ByteType(),
+              pa.int16(): T.ShortType()}
     return simple[t]
 
 

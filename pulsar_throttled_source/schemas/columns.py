@@ -1,5 +1,5 @@
 """The columns of a query over a topic with a schema: the schema's fields (a record's fields as
-top-level columns, or a typed `value`), then the message's metadata under pulsar-spark's names
+top-level columns, a typed `value`, or a KeyValue's `key` and `value`), then the message's metadata under pulsar-spark's names
 (`__key`, `__topic`, ...), so a record field can never clash with them. A topic without a schema
 (or `decodeSchema=false`) keeps the raw layout of reading/arrow_rows.py."""
 
@@ -13,9 +13,11 @@ from typing import Any
 import pyarrow as pa
 
 from .avro_types import arrow_type, record_fields, spark_type
+from .primitives import PRIMITIVES
 
 RECORD_KINDS = ("AVRO", "JSON")  # payloads described by an Avro record definition
-DECODED_KINDS = (*RECORD_KINDS, "STRING")
+PART_KINDS = (*RECORD_KINDS, "STRING", "BYTES", *PRIMITIVES)  # what one side of a KeyValue can be
+DECODED_KINDS = (*RECORD_KINDS, "STRING", *PRIMITIVES, "KEY_VALUE")
 CORRUPT_RECORD = "__corruptRecord"  # decodeErrorMode=permissive: the payload that could not be decoded
 
 METADATA_FIELDS = [
@@ -35,16 +37,39 @@ METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {CORRUPT_RECORD}
 @dataclass(frozen=True)
 class ValueSchema:
     """How a query's payloads become columns: `kind` is the topic schema's type (AVRO, JSON,
-    STRING), `definition` the Avro record the reader decodes into (the topic's latest schema when the
-    query was defined), `corrupt_records` whether undecodable payloads go to a column."""
+    STRING, a primitive, KEY_VALUE), `definition` the Avro record the reader decodes into (the
+    topic's latest schema when the query was defined; for KEY_VALUE the admin API's
+    {"key": ..., "value": ...}), `corrupt_records` whether undecodable payloads go to a column.
+    A KEY_VALUE schema also names each side's type and where the key is: in the payload (INLINE)
+    or in the message key (SEPARATED)."""
 
     kind: str
     definition: str = ""
     corrupt_records: bool = False
+    key_kind: str = ""
+    value_kind: str = ""
+    separated: bool = False
 
     @cached_property
     def reader_schema(self) -> Any:
         return json.loads(self.definition) if self.definition else None
+
+    def side(self, which: str) -> ValueSchema:
+        """One side ("key" or "value") of a KEY_VALUE schema, as a schema of its own."""
+        part = self.reader_schema.get(which) if isinstance(self.reader_schema, dict) else None
+        definition = json.dumps(part) if isinstance(part, dict) else ""
+        return ValueSchema(self.key_kind if which == "key" else self.value_kind, definition)
+
+    @cached_property
+    def column_type(self) -> pa.DataType:
+        """The type of the whole payload as one column (a record is a struct)."""
+        if self.kind in RECORD_KINDS:
+            return pa.struct(record_fields(self.reader_schema))
+        if self.kind in PRIMITIVES:
+            return PRIMITIVES[self.kind][0]
+        if self.kind == "KEY_VALUE":
+            return pa.struct([pa.field("key", self.side("key").column_type), pa.field("value", self.side("value").column_type)])
+        return {"STRING": pa.string(), "BYTES": pa.binary(), "NONE": pa.binary()}[self.kind]
 
     @cached_property
     def value_fields(self) -> list[pa.Field]:
@@ -55,9 +80,9 @@ class ValueSchema:
                 raise ValueError(f"The schema's field(s) {', '.join(clashes)} clash with the metadata columns "
                                  f"({', '.join(sorted(METADATA_NAMES))}); read the topic with decodeSchema=false.")
             return fields
-        if self.kind == "STRING":
-            return [pa.field("value", pa.string())]
-        raise ValueError(f"no columns for schema type {self.kind}")
+        if self.kind == "KEY_VALUE":
+            return list(self.column_type)
+        return [pa.field("value", self.column_type)]
 
     @cached_property
     def arrow_schema(self) -> pa.Schema:

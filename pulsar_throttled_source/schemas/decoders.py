@@ -3,7 +3,9 @@
 AVRO payloads are Avro binary without a header; each message names its writer's schema version,
 looked up once per worker process, and fastavro resolves it to the reader's schema (added fields
 take their defaults, removed ones are dropped), as Pulsar's own AVRO consumers do. JSON payloads
-are objects whose fields are read by name (missing: null). STRING payloads are UTF-8 text."""
+are objects whose fields are read by name (missing: null). STRING payloads are UTF-8 text, the
+primitives as schemas/primitives.py reads them. A KeyValue is either side decoded as its own type:
+INLINE carries both in the payload, SEPARATED its key in the message key (base64 of the bytes)."""
 
 from __future__ import annotations
 
@@ -11,17 +13,15 @@ import base64
 import io
 import json
 from collections.abc import Callable
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from .columns import RECORD_KINDS, ValueSchema
+from .primitives import EPOCH, EPOCH_DATE, PRIMITIVES
 
 Fix = Callable[[Any], Any]  # a decoded Python value into what Arrow takes for its column type
 WriterSchema = Callable[[int], str | None]  # schema version -> its Avro definition (None: unknown)
-
-EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-EPOCH_DATE = date(1970, 1, 1)
 
 
 class DecodeError(ValueError):
@@ -29,11 +29,77 @@ class DecodeError(ValueError):
 
 
 class PayloadDecoder:
-    """Decodes one topic's payloads into a row: {field: value} for records, the value for STRING."""
+    """Decodes one topic's payloads into a row: {field: value} for records, {"key": k, "value": v}
+    for KeyValues, the value itself for the other types."""
 
     def __init__(self, schema: ValueSchema, writer_schema: WriterSchema) -> None:
         self.schema = schema
         self.field_names = [f.name for f in schema.value_fields]
+        if schema.kind == "KEY_VALUE":
+            self._key = _part(schema.side("key"), _side_of(writer_schema, "key"))
+            self._value = _part(schema.side("value"), _side_of(writer_schema, "value"))
+            self._decode: Callable[[bytes, int], Any] = self._inline  # SEPARATED: see decode()
+        else:
+            self._decode = _part(schema, writer_schema)
+
+    def decode(self, payload: bytes | None, version: int, message_key: str = "") -> Any:
+        """`payload` None is a null value (a tombstone); `message_key` is the message's key, which
+        holds a SEPARATED KeyValue's key (base64)."""
+        try:
+            if self.schema.kind == "KEY_VALUE" and self.schema.separated:
+                return self._separated(payload, version, message_key)
+            return None if payload is None else self._decode(payload, version)
+        except DecodeError:
+            raise
+        except Exception as e:  # fastavro, json, struct and codecs raise many kinds; all mean "not this schema"
+            raise DecodeError(f"{type(e).__name__}: {e}") from None
+
+    def _inline(self, payload: bytes, version: int) -> dict[str, Any]:
+        # [key length][key][value length][value], lengths 4-byte big-endian, -1 for a null side.
+        key_length = int.from_bytes(payload[0:4], "big", signed=True)
+        at = 4 + max(key_length, 0)
+        value_length = int.from_bytes(payload[at:at + 4], "big", signed=True)
+        if len(payload) < 8 or at + 4 + max(value_length, 0) != len(payload):
+            raise DecodeError(f"not an INLINE KeyValue: lengths {key_length} and {value_length} in {len(payload)} bytes")
+        key = None if key_length < 0 else self._key(payload[4:at], version)
+        value = None if value_length < 0 else self._value(payload[at + 4:], version)
+        return {"key": key, "value": value}
+
+    def _separated(self, payload: bytes | None, version: int, message_key: str) -> dict[str, Any] | None:
+        key = self._key(base64.b64decode(message_key, validate=True), version) if message_key else None
+        value = None if payload is None else self._value(payload, version)
+        return None if key is None and payload is None else {"key": key, "value": value}
+
+
+def _side_of(writer_schema: WriterSchema, which: str) -> WriterSchema:
+    """A KeyValue writer version's definition of one side (the admin API gives both at once)."""
+    def side(version: int) -> str | None:
+        definition = writer_schema(version)
+        if definition is None:
+            return None
+        part = json.loads(definition).get(which)
+        return json.dumps(part) if isinstance(part, dict) else ""
+    return side
+
+
+def _part(schema: ValueSchema, writer_schema: WriterSchema) -> Callable[[bytes, int], Any]:
+    """payload, writer version -> value, for a payload of one schema type."""
+    kind = schema.kind
+    if kind in RECORD_KINDS:
+        return _RecordDecoder(schema, writer_schema).decode
+    if kind == "STRING":
+        return lambda payload, version: payload.decode("utf-8")
+    if kind in PRIMITIVES:
+        read = PRIMITIVES[kind][1]
+        return lambda payload, version: read(payload)
+    return lambda payload, version: payload  # BYTES
+
+
+class _RecordDecoder:
+    """AVRO (resolved from the writer's version) and JSON (by field name) payloads into a dict."""
+
+    def __init__(self, schema: ValueSchema, writer_schema: WriterSchema) -> None:
+        self.schema = schema
         self._writer_schema = writer_schema
         if schema.kind == "AVRO":
             import fastavro
@@ -42,28 +108,20 @@ class PayloadDecoder:
             self._read = fastavro.schemaless_reader
             self._reader = fastavro.parse_schema(schema.reader_schema)
             self._writers: dict[int, Any] = {}
-        self._fixes = _record_fixes(schema.reader_schema, json_payload=schema.kind == "JSON") if schema.kind in RECORD_KINDS else {}
+        self._fixes = _record_fixes(schema.reader_schema, json_payload=schema.kind == "JSON")
 
     def decode(self, payload: bytes, version: int) -> Any:
-        kind = self.schema.kind
-        try:
-            if kind == "STRING":
-                return payload.decode("utf-8")
-            row: Any
-            if kind == "AVRO":
-                row = self._read(io.BytesIO(payload), self._writer(version), self._reader)
-            else:
-                row = json.loads(payload)
-                if not isinstance(row, dict):
-                    raise DecodeError(f"a JSON {type(row).__name__}, not an object")
-            for name, fix in self._fixes.items():
-                if row.get(name) is not None:
-                    row[name] = fix(row[name])
-            return row
-        except DecodeError:
-            raise
-        except Exception as e:  # fastavro, json and codecs raise many kinds; all mean "not this schema"
-            raise DecodeError(f"{type(e).__name__}: {e}") from None
+        row: Any
+        if self.schema.kind == "AVRO":
+            row = self._read(io.BytesIO(payload), self._writer(version), self._reader)
+        else:
+            row = json.loads(payload)
+            if not isinstance(row, dict):
+                raise DecodeError(f"a JSON {type(row).__name__}, not an object")
+        for name, fix in self._fixes.items():
+            if row.get(name) is not None:
+                row[name] = fix(row[name])
+        return row
 
     def _writer(self, version: int) -> Any:
         if version < 0:
@@ -71,7 +129,7 @@ class PayloadDecoder:
         writer = self._writers.get(version)
         if writer is None:
             definition = self._writer_schema(version)
-            if definition is None:
+            if not definition:
                 raise DecodeError(f"schema version {version} of the topic is not known to the broker")
             parsed = json.loads(definition)
             # The reader's own version: the very same parsed schema as writer and reader lets fastavro

@@ -1,16 +1,17 @@
 """Driver side: which columns a query has, from the schemas its topics carry (admin API, when the
 query is defined). Every topic of one query must carry the same schema, or none; a schema type
-this source does not decode yet keeps the raw layout, with a WARN naming it."""
+this source does not decode (PROTOBUF, PROTOBUF_NATIVE, AUTO_*) keeps the raw layout, with a WARN
+naming it."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..topics import TopicName
-from .columns import DECODED_KINDS, ValueSchema
+from .columns import DECODED_KINDS, PART_KINDS, RECORD_KINDS, ValueSchema
 
 if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin
@@ -24,36 +25,62 @@ RAW_KINDS = ("NONE", "BYTES")  # no schema to decode: the payload is the value
 def value_schema_of(admin: PulsarAdmin, topics: Sequence[TopicName], corrupt_records: bool) -> ValueSchema | None:
     """The decoding for these topics' latest schema; None for the raw layout (no schema, or one
     not decoded here). Raises ValueError when the topics disagree."""
-    found: dict[str, tuple[str, str]] = {}  # topic -> (type, definition)
-    for topic in topics:
-        info = admin.topic_schema(topic)
-        kind = str(info.get("type", "NONE")).upper() if info else "NONE"
-        kind = "NONE" if kind in RAW_KINDS else kind  # no schema and BYTES read the same
-        found[str(topic.base)] = (kind, str(info.get("data") or "") if info else "")
+    found = {str(topic.base): schema_from_info(admin.topic_schema(topic), corrupt_records) for topic in topics}
     if not found:
         return None  # a pattern that matches nothing yet: raw bytes
-    kinds = {kind for kind, _ in found.values()}
-    if len(kinds) > 1 or len({_canonical(kind, data) for kind, data in found.values()}) > 1:
-        listed = "; ".join(f"{topic}: {kind}" + (f" {_short(data)}" if data else "") for topic, (kind, data) in sorted(found.items()))
+    if len(set(found.values())) > 1:
+        listed = "; ".join(f"{topic}: {describe(schema)}" for topic, schema in sorted(found.items()))
         raise ValueError(f"The topics of this query carry different schemas ({listed}); one query decodes one "
                          "schema. Read them in separate queries, or set decodeSchema=false to read every payload as bytes.")
-    kind, definition = next(iter(found.values()))
-    if kind in RAW_KINDS:
+    schema = next(iter(found.values()))
+    if schema.kind == "NONE":
         return None
-    if kind not in DECODED_KINDS:
+    if not decodable(schema):
         log.warning("Topic(s) %s carry a %s schema, which this source does not decode yet: payloads are read as raw "
-                    "bytes in the 'value' column (decodeSchema=false says so explicitly).", ", ".join(sorted(found)), kind)
+                    "bytes in the 'value' column (decodeSchema=false says so explicitly).", ", ".join(sorted(found)),
+                    describe(schema, definition=False))
         return None
-    schema = ValueSchema(kind, definition if kind != "STRING" else "", corrupt_records)
     _ = schema.arrow_schema  # an unsupported construct or a clashing field fails here, at load
     return schema
 
 
-def _canonical(kind: str, data: str) -> str:
+def schema_from_info(info: dict[str, Any] | None, corrupt_records: bool) -> ValueSchema:
+    """A topic's schema as the admin API gives it ({type, data, properties}; None: no schema), with
+    its definition in a canonical form, so two topics with the same schema compare equal."""
+    kind = str(info.get("type", "NONE")).upper() if info else "NONE"
+    if kind in RAW_KINDS:
+        return ValueSchema("NONE")  # no schema and BYTES read the same
+    data = _canonical(str(info.get("data") or "")) if info else ""
+    if kind == "STRING":
+        return ValueSchema(kind, "", corrupt_records)
+    if kind != "KEY_VALUE":
+        return ValueSchema(kind, data, corrupt_records)
+    props = (info or {}).get("properties") or {}
+    key_kind, value_kind = (str(props.get(f"{side}.schema.type", "BYTES")).upper().replace("NONE", "BYTES") for side in ("key", "value"))
+    return ValueSchema(kind, data, corrupt_records, key_kind, value_kind,
+                       separated=str(props.get("kv.encoding.type", "INLINE")).upper() == "SEPARATED")
+
+
+def decodable(schema: ValueSchema) -> bool:
+    if schema.kind == "KEY_VALUE":
+        return schema.key_kind in PART_KINDS and schema.value_kind in PART_KINDS
+    return schema.kind in DECODED_KINDS
+
+
+def describe(schema: ValueSchema, definition: bool = True) -> str:
+    """A schema for an error message: its type, a KeyValue's sides and encoding, then its definition."""
+    kind = schema.kind
+    if kind == "KEY_VALUE":
+        kind = f"KEY_VALUE<{schema.key_kind}, {schema.value_kind}> {'SEPARATED' if schema.separated else 'INLINE'}"
+        definition = definition and RECORD_KINDS.count(schema.key_kind) + RECORD_KINDS.count(schema.value_kind) > 0
+    return kind + (f" {_short(schema.definition)}" if definition and schema.definition else "")
+
+
+def _canonical(data: str) -> str:
     try:
-        return kind + json.dumps(json.loads(data), sort_keys=True) if data else kind
+        return json.dumps(json.loads(data), sort_keys=True) if data else ""
     except ValueError:
-        return kind + data
+        return data
 
 
 def _short(data: str) -> str:
