@@ -48,6 +48,7 @@ from .positions import (
 from .reading.read import read_range
 from .reading.task import ClientConfig, PartitionRange
 from .schemas.columns import ValueSchema
+from .schemas.schema_guard import TopicSchemaGuard
 from .throttling.engine import QuotaEngine
 
 log = logging.getLogger(__name__)
@@ -104,8 +105,10 @@ class PulsarStreamReader(DataSourceStreamReader):
             enable_console_log()  # first planning call in the runner process
             o = self.options
             needs_stats = o.throttled
+            # Topics a pattern matches later must carry the schema type the query's columns decode.
+            guard = TopicSchemaGuard(self.admin, self.value_schema).check if o.decode_schema else None
             self._catalog = PartitionCatalog(self.admin, o.topics, o.topics_pattern, o.pattern_namespace,
-                                             o.metadata_refresh_ms, needs_stats)
+                                             o.metadata_refresh_ms, needs_stats, on_topics=guard)
         return self._catalog
 
     @property

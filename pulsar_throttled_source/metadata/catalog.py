@@ -51,7 +51,8 @@ class CatalogSnapshot:
 class PartitionCatalog:
     def __init__(self, admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
                  pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_topics: Callable[[list[TopicName]], None] | None = None) -> None:
         self._admin = admin
         self._topics = topics
         self._pattern = pattern
@@ -59,6 +60,7 @@ class PartitionCatalog:
         self._refresh_s = refresh_ms / 1000.0
         self._with_stats = with_stats
         self._clock = clock
+        self._on_topics = on_topics  # sees each refresh's topics before any is planned (schema checks)
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
         self._transactions: bool | None = None  # whether the broker runs a transaction coordinator
         self._max_read: dict[str, EntryPosition] = {}
@@ -78,7 +80,10 @@ class PartitionCatalog:
     def _fetch(self, now: float) -> CatalogSnapshot:
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
-        for topic in self._current_topics():
+        topics = self._current_topics()
+        if self._on_topics is not None:
+            self._on_topics(topics)
+        for topic in topics:
             try:
                 self._fetch_topic(topic, layouts, stats)
                 self._seen.add(topic)

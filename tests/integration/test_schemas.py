@@ -11,7 +11,7 @@ from collections import Counter
 
 import pulsar
 import pytest
-from helpers import create_topic
+from helpers import create_topic, wait_until
 from pulsar.schema import AvroSchema, Double, Integer, JsonSchema, Record, String
 from streaming import Collected, failure_of, source_options, start_collecting
 
@@ -131,3 +131,37 @@ def test_plain_topic_metadata_keeps_tombstones_ordering_keys_and_producer_names(
     rows, _ = read_all(spark, broker, topic, tmp_path)
     assert Counter((None if r.value is None else bytes(r.value), r.key, r.orderingKey) for r in rows) == sent
     assert {r.producerName for r in rows} == {f"writer-{unique}"}
+
+
+def test_a_pattern_query_reads_later_topics_of_its_schema_and_stops_on_another(spark, broker, admin, pulsar_client, unique,
+                                                                                tmp_path):
+    """A pattern's columns are those its topics carried when the query was defined: a topic that
+    appears later with a newer version of the record is read into them; one with another schema
+    type stops the query naming it, before any of its messages is read."""
+    def write(topic: str, schema, record_class, items: list[str]) -> None:
+        producer = pulsar_client.create_producer(topic, schema=schema(record_class))
+        for i, item in enumerate(items):
+            producer.send(record_class(item=item, qty=i) if record_class is OrderV1 else record_class(item=item, qty=i, price=1.0))
+        producer.close()
+
+    first = create_topic(admin, f"pattern-{unique}-eu", 0)
+    write(first, AvroSchema, OrderV1, ["eu-0", "eu-1"])
+    sink = Collected()
+    opts = source_options(broker, None, topicsPattern=f"persistent://public/default/pattern-{unique}-.*", startingOffsets="earliest")
+    query = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="500 milliseconds")
+    try:
+        wait_until(lambda: sink.count() >= 2 or not query.isActive, 60, what="the first topic's rows")
+        later = create_topic(admin, f"pattern-{unique}-us", 0)
+        write(later, AvroSchema, OrderV2, ["us-0", "us-1", "us-2"])  # version 2 of the record: read into version 1's columns
+        wait_until(lambda: sink.count() >= 5 or not query.isActive, 60, what="the later topic's rows")
+        assert Counter((r.item, r.qty, r["__topic"]) for r in sink.rows) == Counter(
+            [("eu-0", 0, first), ("eu-1", 1, first), ("us-0", 0, later), ("us-1", 1, later), ("us-2", 2, later)])
+        assert "price" not in sink.rows[0].asDict()
+
+        other = create_topic(admin, f"pattern-{unique}-json", 0)
+        write(other, JsonSchema, OrderV1, ["json-0"])
+        error = failure_of(query, 60)
+    finally:
+        query.stop()
+    assert f"Topic {other} carries schema type JSON, but this query decodes AVRO" in error, error
+    assert sink.count() == 5  # nothing of the JSON topic was read

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from datetime import date, datetime, timezone
 
 import pyarrow as pa
@@ -16,6 +17,7 @@ from pulsar_throttled_source.reading.decoded_rows import DecodedColumns
 from pulsar_throttled_source.schemas.avro_types import spark_type
 from pulsar_throttled_source.schemas.columns import ValueSchema
 from pulsar_throttled_source.schemas.decoders import DecodeError, PayloadDecoder
+from pulsar_throttled_source.schemas.schema_guard import SchemaMismatch, TopicSchemaGuard
 from pulsar_throttled_source.schemas.topic_schema import schema_from_info, value_schema_of
 from pulsar_throttled_source.topics import TopicName
 
@@ -108,3 +110,32 @@ def test_key_value_topics_agree_only_on_the_same_sides_and_encoding():
             value_schema_of(FakeAdmin({"a": kv("INT32", "STRING"), "b": other}), topics, False)
     assert value_schema_of(FakeAdmin({"a": kv("PROTOBUF_NATIVE", "STRING")}), topics[:1], False) is None  # raw, with a WARN
     assert value_schema_of(FakeAdmin({"a": {"type": "INT8", "data": ""}}), topics[:1], False) == ValueSchema("INT8")
+
+
+class CountingAdmin(FakeAdmin):
+    def __init__(self, schemas: dict[str, dict | None]) -> None:
+        super().__init__(schemas)
+        self.asked: list[str] = []
+
+    def topic_schema(self, topic: TopicName, version: int | None = None):
+        self.asked.append(topic.base.local)
+        return super().topic_schema(topic, version)
+
+
+def test_later_topics_must_carry_the_query_schema_type_asked_once_each(caplog):
+    avro = {"type": "AVRO", "data": json.dumps(READING)}
+    evolved = {"type": "AVRO", "data": json.dumps(dict(READING, fields=[*READING["fields"], {"name": "x", "type": "int", "default": 0}]))}
+    admin = CountingAdmin({"a": avro, "b": evolved, "empty": None, "j": {"type": "JSON", "data": json.dumps(READING)}})
+    guard = TopicSchemaGuard(admin, schema_from_info(avro, False))
+    a, b, empty, j = (TopicName.parse(n) for n in ("a", "b", "empty", "j"))
+    guard.check([a, b, empty])
+    guard.check([a, b, empty])
+    assert admin.asked == ["a", "b", "empty", "empty"]  # no schema yet: asked again, the others once
+    with pytest.raises(SchemaMismatch, match="Topic persistent://public/default/j carries schema type JSON, but this query decodes AVRO"):
+        guard.check([a, j])
+
+    raw = TopicSchemaGuard(CountingAdmin({"a": avro, "empty": None}), None)
+    with caplog.at_level(logging.WARNING, logger="pulsar_throttled_source"):
+        raw.check([a, empty])
+        raw.check([a, empty])
+    assert caplog.text.count("carries schema type AVRO, but this query reads raw bytes") == 1
