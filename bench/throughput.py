@@ -8,6 +8,9 @@ same real local broker, in the same run; the figure that matters is the ratio.
 `--scenario schema` instead drains a topic of Avro records (~100 B each, written by a producer
 with an AVRO schema) twice per round: raw (decodeSchema=false, the payload bytes) and decoded into
 columns (the default), and prints what decoding costs: decoded time / raw time (target <= 2).
+
+`--scenario steady` measures a long drain's steady-state rate against plain readers (see
+bench/steady_state.py).
 """
 
 from __future__ import annotations
@@ -127,14 +130,21 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3, help="measured passes per side (after one warm-up pass each)")
-    parser.add_argument("--scenario", choices=("plain", "schema"), default="plain",
-                        help="plain: the source vs plain readers; schema: Avro decoding vs the raw read")
+    parser.add_argument("--scenario", choices=("plain", "schema", "steady"), default="plain",
+                        help="plain: the source vs plain readers; schema: Avro decoding vs the raw read; "
+                             "steady: the steady-state rate of a long drain vs plain readers (10,000,000 messages)")
+    parser.add_argument("--batches", type=int, default=20, help="steady: micro-batches to split the backlog into")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if args.scenario == "schema":
         from schema_decoding import run_schema_scenario
 
         run_schema_scenario(args)
+        return
+    if args.scenario == "steady":
+        from steady_state import run_steady_scenario
+
+        run_steady_scenario(args)
         return
 
     with LocalBroker() as broker:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from typing import Any
 from urllib.parse import urlparse
 
@@ -77,7 +78,11 @@ class AdminHttp:
         self._session.verify = tls_verify
         if auth_token:
             self._session.headers["Authorization"] = f"Bearer {auth_token}"
-        self.requests_made = 0  # visible to benchmarks: idle polls must not add to it
+        # Visible to benchmarks: idle polls must not add to them; requests per kind (the path's last
+        # segment) and the time the broker took to answer them.
+        self.requests_made = 0
+        self.requests_by_kind: Counter[str] = Counter()
+        self.request_seconds = 0.0
 
     def __repr__(self) -> str:  # never show headers (tokens)
         return f"{type(self).__name__}({self.base!r})"
@@ -123,8 +128,10 @@ class AdminHttp:
                    expect: str | type | None, api: str) -> Any:
         url = f"{self.base}/admin/{api}/{path}"
         self.requests_made += 1
+        self.requests_by_kind[_request_kind(path)] += 1
         try:
             resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
+            self.request_seconds += resp.elapsed.total_seconds()
         except requests.exceptions.Timeout:
             raise _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.",
                              f"no answer within {self.timeout_s:.0f} s") from None
@@ -159,3 +166,9 @@ class AdminHttp:
             raise _Transient(f"The Pulsar admin API at {self.base} gave an incomplete answer while {what}: {resp.text.strip()[:200]}",
                              "incomplete answer")
         return body
+
+
+def _request_kind(path: str) -> str:
+    """A request's kind for counting: its path's last segment that is not a number (internalStats,
+    partitioned-stats, entry, schema, ...)."""
+    return next((part for part in reversed(path.split("/")) if not part.isdigit()), path)

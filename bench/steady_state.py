@@ -1,0 +1,142 @@
+"""bench/throughput.py --scenario steady: the read rate of a long-running query (issue 17).
+
+A backlog large enough that start-up is a small part of the run (default 10,000,000 x 100 B, batched
+by the producer) is drained by the source in many micro-batches (`maxEntriesPerTrigger`, so a
+batch takes seconds), and the steady-state rate is the rows of every batch but the first over the
+time from the end of the first batch to the end of the last. Plain pulsar-client readers drain the
+same backlog in as many processes in the same run (the baseline). While each side runs, a sampler
+records the peak RSS of its reading processes (Spark's Python workers; the reader processes).
+
+Prints both rates, the ratio (target >= 1.0: the source adds nothing to the cheapest Python loop
+over the client) and both peak RSS figures."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import threading
+import time
+from typing import Any
+
+import psutil
+from throughput import produce, read_partitions
+from topic_admin import TopicAdmin
+
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.topics import TopicName
+
+
+class PeakRss:
+    """Samples, every 0.2 s, the RSS of this process's descendants whose command line matches, and
+    keeps the largest single process seen."""
+
+    def __init__(self, *markers: str) -> None:
+        self.markers = markers
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        me = psutil.Process()
+        while not self._stop.wait(0.2):
+            for p in me.children(recursive=True):
+                try:
+                    if any(m in " ".join(p.cmdline()) for m in self.markers):
+                        self.peak = max(self.peak, p.memory_info().rss)
+                except psutil.Error:
+                    continue
+
+
+def steady_rate(progress: list[dict[str, Any]]) -> tuple[float, int]:
+    """Rows per second from the end of the first micro-batch that read rows to the end of the last,
+    and how many batches that spans."""
+    from datetime import datetime
+
+    def ends(p: dict[str, Any]) -> float:
+        started = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
+        return started + p["durationMs"].get("triggerExecution", 0) / 1000
+
+    batches = [p for p in progress if p["numInputRows"] > 0]
+    if len(batches) < 3:
+        raise SystemExit(f"only {len(batches)} micro-batches read rows: lower maxEntriesPerTrigger for a steady-state figure")
+    rows = sum(p["numInputRows"] for p in batches[1:])
+    return rows / (ends(batches[-1]) - ends(batches[0])), len(batches)
+
+
+def run_steady_scenario(args: Any) -> None:
+    from pyspark.sql import SparkSession
+
+    messages = args.messages if args.messages != 1_000_000 else 10_000_000  # the plain scenario's default is too short
+    with LocalBroker() as broker:
+        admin = TopicAdmin(broker.admin_url)
+        topic = TopicName.parse(f"bench-steady-{int(time.time())}")
+        admin.create_partitioned_topic(topic, args.partitions)
+        t0 = time.perf_counter()
+        produce(broker.service_url, str(topic), messages, args.size)
+        print(f"produced {messages:,} messages of {args.size} B on {args.partitions} partitions in {time.perf_counter() - t0:.1f} s")
+        last = {}
+        for name, stats in admin.partitioned_internal_stats(topic).items():
+            ledger, entry = stats["lastConfirmedEntry"].split(":")
+            last[name] = (int(ledger), int(entry))
+        entries = sum(int(s["numberOfEntries"]) for s in admin.partitioned_internal_stats(topic).values())
+        parts = sorted(last)
+        groups = [parts[i::args.processes] for i in range(args.processes)]
+
+        def run_plain() -> tuple[float, int]:
+            with PeakRss("multiprocessing") as rss:
+                t = time.perf_counter()
+                with mp.get_context("spawn").Pool(args.processes) as pool:
+                    counts = pool.map(read_partitions, [(broker.service_url, g, last) for g in groups])
+                elapsed = time.perf_counter() - t
+            assert sum(counts) == messages, counts
+            return messages / elapsed, rss.peak
+
+        spark = (SparkSession.builder.master(f"local[{args.processes}]").config("spark.ui.enabled", "false")
+                 .config("spark.driver.memory", "2g").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.streaming.numRecentProgressUpdates", "10000").getOrCreate())
+        spark.sparkContext.setLogLevel("WARN")
+        per_trigger = max(args.partitions, entries // args.batches)
+
+        def run_source() -> tuple[float, int, float, int]:
+            with PeakRss("pyspark.daemon", "pyspark/worker", "pyspark.worker") as rss:
+                t = time.perf_counter()
+                q = (spark.readStream.format("pulsar-throttled").option("service.url", broker.service_url)
+                     .option("admin.url", broker.admin_url).option("topic", str(topic)).option("startingOffsets", "earliest")
+                     .option("maxEntriesPerTrigger", str(per_trigger))
+                     .load().writeStream.format("noop").trigger(availableNow=True).start())
+                q.awaitTermination()
+                elapsed = time.perf_counter() - t
+            rows = sum(p["numInputRows"] for p in q.recentProgress)
+            assert rows == messages, rows
+            rate, batches = steady_rate(q.recentProgress)
+            return rate, rss.peak, messages / elapsed, batches
+
+        run_plain()  # warm-up passes: JIT, class loading, Python workers
+        run_source()
+        plain: list[tuple[float, int]] = []
+        source: list[tuple[float, int, float, int]] = []
+        for r in range(args.rounds):
+            plain.append(run_plain())
+            source.append(run_source())
+            print(f"round {r + 1}: plain readers {plain[-1][0]:,.0f} msg/s; source steady {source[-1][0]:,.0f} msg/s "
+                  f"({source[-1][3]} batches; end to end {source[-1][2]:,.0f} msg/s)")
+        spark.stop()
+        admin.close()
+
+    plain_rate = statistics.median(p[0] for p in plain)
+    steady = statistics.median(s[0] for s in source)
+    end_to_end = statistics.median(s[2] for s in source)
+    mb = 2 ** 20
+    print(f"plain pulsar-client readers ({args.processes} processes): {plain_rate:>12,.0f} msg/s, "
+          f"peak RSS per process {max(p[1] for p in plain) / mb:.0f} MB")
+    print(f"source, steady state (local[{args.processes}], {per_trigger} entries per trigger): {steady:>12,.0f} msg/s; "
+          f"end to end {end_to_end:,.0f} msg/s; peak RSS per Python worker {max(s[1] for s in source) / mb:.0f} MB")
+    print(f"ratio steady/plain: {steady / plain_rate:.2f} (target >= 1.0)")
