@@ -21,6 +21,7 @@ memory flat over the run (use --seconds 600 for the 10-minute figure).
 from __future__ import annotations
 
 import argparse
+import cProfile
 import logging
 import random
 import statistics
@@ -103,7 +104,8 @@ class BackgroundWriter:
             p.close()
 
 
-def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], seconds: float, rate: int, state: Path) -> dict:
+def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], seconds: float, rate: int, state: Path,
+               profile: cProfile.Profile | None = None) -> dict:
     reader = AdmissionControlStreamReader(parse_options({
         "service.url": broker.service_url,
         "admin.url": broker.admin_url,
@@ -130,7 +132,11 @@ def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], se
         while time.monotonic() < deadline:
             tick = time.monotonic()
             made, spent = admin.requests_made, admin.request_seconds
+            if profile is not None and len(times) >= 2:
+                profile.enable()
             end = reader.latestOffset(start, limit)
+            if profile is not None:
+                profile.disable()
             times.append((time.monotonic() - tick) * 1000)
             requests.append(admin.requests_made - made)
             broker_seconds.append(admin.request_seconds - spent)
@@ -156,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60, help="run time per layout (one trigger a second)")
     parser.add_argument("--rate", type=int, default=500, help="messages a second written across all partitions meanwhile")
     parser.add_argument("--layouts", default="100x10,1x1000", help="topics x partitions, comma-separated")
+    parser.add_argument("--profile", type=Path, help="write a cProfile of the planning calls after the warm-up here "
+                                                     "(one file per layout, the layout appended to the name)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     layouts = [tuple(int(n) for n in spec.split("x")) for spec in args.layouts.split(",")]
@@ -171,7 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for topics, partitions in layouts:
                 names = make_topics(admin, client, topics, partitions, f"{topics}x{partitions}")
-                r = run_layout(broker, client, names, args.seconds, args.rate, work / f"quota-{topics}x{partitions}.sqlite")
+                profile = cProfile.Profile() if args.profile else None
+                r = run_layout(broker, client, names, args.seconds, args.rate, work / f"quota-{topics}x{partitions}.sqlite", profile)
+                if profile is not None:
+                    profile.dump_stats(f"{args.profile}.{topics}x{partitions}")
                 total = topics * partitions
                 per_refresh_ok = r["requests_median"] <= topics
                 fast = r["median_ms"] < (100 if total >= 1000 else 10)

@@ -244,5 +244,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     def stop(self) -> None:
         if self._entry_sizes is not None:
             self._entry_sizes.close()  # lookups under way are not waited for
+        if self._catalog is not None:
+            self._catalog.close()
         if self._admin is not None:
             self._admin.close()

@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from ..positions import EntryPosition
 from ..topics import TopicName, partition_sort_key
@@ -21,6 +23,9 @@ from .layout import PartitionLayout
 
 log = logging.getLogger(__name__)
 SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")
+CONCURRENT_REQUESTS = 4  # admin requests in flight at once while refreshing (topics, max read positions)
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class PartitionCatalog:
         self._max_read: dict[str, EntryPosition] = {}
         self._seen: set[TopicName] = set()
         self._snapshot: CatalogSnapshot | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     def snapshot(self, force: bool = False) -> CatalogSnapshot:
         now = self._clock()
@@ -83,43 +89,64 @@ class PartitionCatalog:
         topics = self._current_topics()
         if self._on_topics is not None:
             self._on_topics(topics)
-        for topic in topics:
-            try:
-                self._fetch_topic(topic, layouts, stats)
-                self._seen.add(topic)
-            except TopicNotFound:
+        # Topics are asked about a few at a time: at 100 topics, one after the other is 100 round trips.
+        for topic, outcome in zip(topics, self._each(self._fetch_topic, topics), strict=True):
+            if isinstance(outcome, TopicNotFound):
                 if topic not in self._seen and self._pattern is None:
-                    raise  # a named topic that never existed: a configuration error
+                    raise outcome  # a named topic that never existed: a configuration error
                 # Deleted while the query runs: its partitions drop out of the snapshot and the
                 # planner decides (failOnDataLoss) what that means.
                 self._partitioned.pop(topic, None)
+                continue
+            layouts.update(outcome[0])
+            stats.update(outcome[1])
+            self._seen.add(topic)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
         return CatalogSnapshot(now, ordered, stats, self._max_read_positions(ordered))
+
+    def _each(self, fetch: Callable[[T], R], items: Sequence[T]) -> list[R | TopicNotFound]:
+        """fetch(item) for each item, CONCURRENT_REQUESTS at a time, in order; a TopicNotFound is
+        returned in its item's place, any other error raised."""
+        def one(item: T) -> R | TopicNotFound:
+            try:
+                return fetch(item)
+            except TopicNotFound as e:
+                return e
+        if len(items) <= 1:
+            return [one(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(CONCURRENT_REQUESTS, thread_name_prefix="pulsar-metadata")
+        return list(self._pool.map(one, items))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
 
     def _max_read_positions(self, layouts: dict[str, PartitionLayout]) -> dict[str, EntryPosition]:
         """Each partition's transaction max read position, asked only where entries lie past the last
         one known (on a topic without open transactions it is simply the newest entry)."""
         if self._transactions is False:
             return {}
-        out: dict[str, EntryPosition] = {}
-        for name, layout in layouts.items():
-            known = self._max_read.get(name)
-            if known is None or layout.latest > known:
-                try:
-                    answer = self._admin.max_read_position(TopicName.parse(name))
-                except TransactionsDisabled:
-                    self._transactions = False
-                    return {}
-                except TopicNotFound:
-                    continue
-                self._transactions = True
-                # No open transaction: nothing is held back up to the newest entry seen now.
-                known = layout.latest if answer is None else min(layout.latest, EntryPosition.parse(answer, f"max read position of {name}"))
-                self._max_read[name] = known
-            out[name] = known
-        return out
+        moved = [name for name, layout in layouts.items()
+                 if (known := self._max_read.get(name)) is None or layout.latest > known]
+        try:
+            answers = self._each(lambda name: self._admin.max_read_position(TopicName.parse(name)), moved)
+        except TransactionsDisabled:
+            self._transactions = False
+            return {}
+        for name, answer in zip(moved, answers, strict=True):
+            if isinstance(answer, TopicNotFound):
+                continue
+            self._transactions = True
+            # No open transaction: nothing is held back up to the newest entry seen now.
+            latest = layouts[name].latest
+            self._max_read[name] = latest if answer is None else min(latest, EntryPosition.parse(answer, f"max read position of {name}"))
+        return {name: self._max_read[name] for name in layouts if name in self._max_read}
 
-    def _fetch_topic(self, topic: TopicName, layouts: dict[str, PartitionLayout], stats: dict[str, PublishStats]) -> None:
+    def _fetch_topic(self, topic: TopicName) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats]]:
+        layouts: dict[str, PartitionLayout] = {}
+        stats: dict[str, PublishStats] = {}
         partitioned = self._partitioned.get(topic)
         if partitioned is None:
             partitioned = self._admin.partition_count(topic) > 0
@@ -135,6 +162,7 @@ class PartitionCatalog:
             layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic))
             if self._with_stats:
                 stats[str(topic)] = _publish_stats(self._admin.stats(topic))
+        return layouts, stats
 
 
 def _publish_stats(s: dict) -> PublishStats:
