@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,10 +38,57 @@ SAME_MESSAGE_LIMIT = {"maxMessageSize": str(MAX_MESSAGE_SIZE)}
 TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LIMIT}
 
 
+def _session_broker(data_dir: str | Path) -> LocalBroker:
+    return LocalBroker(data_dir=data_dir, max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER, broker_config=TEST_BROKER_CONFIG)
+
+
+# With xdist (`make test`: -n 2), the controller starts the one session broker before the workers
+# start and both use it: a broker per worker cost a second JVM start and its idle CPU beside the
+# first, on 2 cores (~60 worker-seconds of a ~15-minute suite). Every test makes its own topics
+# (and namespaces where it changes namespace policies), so the workers' tests do not meet.
+SHARED_BROKER = "shared_broker"
+_SHARED_KEY = pytest.StashKey[tuple[LocalBroker, str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    controller = not hasattr(config, "workerinput") and config.pluginmanager.hasplugin("xdist")
+    if controller and config.getoption("numprocesses", None):
+        import tempfile
+
+        data_dir = tempfile.mkdtemp(prefix="pulsar-shared-broker-")
+        broker = _session_broker(data_dir)
+        broker.start()
+        config.stash[_SHARED_KEY] = (broker, data_dir)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:  # xdist: what each worker is told when it starts
+    shared = node.config.stash.get(_SHARED_KEY, None)
+    if shared is not None:
+        assert shared[0].info is not None
+        node.workerinput[SHARED_BROKER] = shared[0].info.to_json()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shared = config.stash.get(_SHARED_KEY, None)
+    if shared is not None:
+        import shutil
+
+        shared[0].stop()
+        shutil.rmtree(shared[1], ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
-    with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar"), max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER,
-                     broker_config=TEST_BROKER_CONFIG) as b:  # stopped however the tests end
+def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
+    shared = getattr(request.config, "workerinput", {}).get(SHARED_BROKER)
+    if shared is not None:  # the controller's broker: started and stopped there
+        from pulsar_throttled_source.local_broker.state import BrokerInfo
+
+        attached = LocalBroker()
+        attached.info = BrokerInfo(**json.loads(shared))
+        yield attached
+        return
+    with _session_broker(tmp_path_factory.mktemp("pulsar")) as b:  # stopped however the tests end
         yield b
 
 

@@ -1,0 +1,116 @@
+"""Where a read task's time goes, message by message, without Spark (issue 17).
+
+Produces a backlog (default 1,000,000 x 100 B, batched by the producer, one partition), plans it with
+the source's own stream reader, then in this one process, alternating after a warm-up:
+
+- runs the read task exactly as an executor does (`reader.read(partition)` over the planned ranges,
+  every Arrow batch built), and
+- reads the same entries with the cheapest loop over the client (`read_next`, the id, the payload),
+
+prints both rates and their ratio (the source's read path against the plain loop, Spark left out),
+and writes a cProfile of one read task run to bench/out/profile_read.prof with its top functions
+printed (open the .prof with e.g. snakeviz or `python -m pstats`).
+
+    .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import logging
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pulsar
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+from pulsar_throttled_source.topics import TopicName
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throughput import produce, quiet_logger  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out"
+
+
+def plain_read(service_url: str, topic: str, last: tuple[int, int], messages: int) -> float:
+    client = pulsar.Client(service_url, logger=quiet_logger())
+    reader = client.create_reader(topic, pulsar.MessageId.earliest)
+    t = time.perf_counter()
+    count = 0
+    while True:
+        msg = reader.read_next(30000)
+        mid = msg.message_id()
+        msg.data()
+        count += 1
+        if (mid.ledger_id(), mid.entry_id()) >= last and not reader.has_message_available():
+            break
+    elapsed = time.perf_counter() - t
+    reader.close()
+    client.close()
+    assert count == messages, count
+    return messages / elapsed
+
+
+def source_read(stream: AdmissionControlStreamReader, partitions: list, messages: int, profile: cProfile.Profile | None = None) -> float:
+    t = time.perf_counter()
+    if profile is not None:
+        profile.enable()
+    rows = sum(batch.num_rows for p in partitions for batch in stream.read(p))
+    if profile is not None:
+        profile.disable()
+    elapsed = time.perf_counter() - t
+    assert rows == messages, rows
+    return messages / elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="bench-profile-read-"))
+    with LocalBroker(data_dir=work / "broker") as broker:
+        topic = str(TopicName.parse(f"bench-profile-read-{time.time_ns()}"))
+        t0 = time.perf_counter()
+        produce(broker.service_url, topic, args.messages, args.size)
+        print(f"produced {args.messages:,} messages of {args.size} B in {time.perf_counter() - t0:.1f} s")
+        stream = AdmissionControlStreamReader(parse_options({
+            "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
+            "startingOffsets": "earliest", "quotaStatePath": str(work / "quota.sqlite")}))
+        start = stream.initialOffset()
+        end = stream.latestOffset(start, ReadAllAvailable())
+        partitions = list(stream.partitions(start, end))
+        last = max((p.end.ledger_id, p.end.entry_id) for p in partitions)
+        print(f"planned {len(partitions)} read task(s) up to entry {last[0]}:{last[1]}")
+
+        plain_read(broker.service_url, topic, last, args.messages)  # warm-up passes
+        source_read(stream, partitions, args.messages)
+        plain_rates, source_rates = [], []
+        for r in range(args.rounds):
+            plain_rates.append(plain_read(broker.service_url, topic, last, args.messages))
+            source_rates.append(source_read(stream, partitions, args.messages))
+            print(f"round {r + 1}: plain loop {plain_rates[-1]:,.0f} msg/s, source read task {source_rates[-1]:,.0f} msg/s")
+        profile = cProfile.Profile()
+        source_read(stream, partitions, args.messages, profile)
+        stream.stop()
+    OUT.mkdir(exist_ok=True)
+    profile.dump_stats(OUT / "profile_read.prof")
+    plain, source = statistics.median(plain_rates), statistics.median(source_rates)
+    print(f"plain loop over the client: {plain:,.0f} msg/s; the source's read task: {source:,.0f} msg/s; ratio {source / plain:.2f}")
+    print(f"profile of one read task run: {OUT / 'profile_read.prof'}; top functions by own time:")
+    pstats.Stats(str(OUT / "profile_read.prof")).sort_stats("tottime").print_stats(20)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
