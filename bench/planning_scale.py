@@ -15,7 +15,9 @@ level. Prints per layout:
 Targets: median < 100 ms at 1,000 partitions; admin requests per refresh no more than one per topic;
 memory flat over the run (use --seconds 600 for the 10-minute figure).
 
-    .venv/bin/python bench/planning_scale.py [--seconds 60] [--rate 500] [--layouts 100x10,1x1000]
+    .venv/bin/python bench/planning_scale.py [--seconds 60] [--rate 500] [--layouts 100x10,1x1000] [--quotas all|messages]
+
+`--quotas messages` plans in batch mode with message quotas only, which looks up no entry.
 """
 
 from __future__ import annotations
@@ -104,8 +106,19 @@ class BackgroundWriter:
             p.close()
 
 
+QUOTAS = {
+    # Large quotas at every level, one in bytes: every trigger runs the whole engine and admits what
+    # is new, pricing each new entry (byte quotas look up entries' sizes).
+    "all": {"dispatchThrottlingRateInMsg": "1000000000", "dispatchThrottlingRatePerTopicInMsg": "1000000000",
+            "dispatchThrottlingRatePerSubscriptionInByte": "1000000000000"},
+    # Batch mode, message quotas only: entries are counted, none is looked up.
+    "messages": {"throttlingMode": "batch", "dispatchThrottlingRateInMsg": "1000000000",
+                 "dispatchThrottlingRatePerTopicInMsg": "1000000000"},
+}
+
+
 def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], seconds: float, rate: int, state: Path,
-               profile: cProfile.Profile | None = None) -> dict:
+               profile: cProfile.Profile | None = None, quotas: str = "all") -> dict:
     reader = AdmissionControlStreamReader(parse_options({
         "service.url": broker.service_url,
         "admin.url": broker.admin_url,
@@ -113,10 +126,7 @@ def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], se
         "startingOffsets": "earliest",
         "subscription": "bench",
         "quotaStatePath": str(state),
-        # Large quotas at every level: every trigger runs the whole engine and admits what is new.
-        "dispatchThrottlingRateInMsg": "1000000000",
-        "dispatchThrottlingRatePerTopicInMsg": "1000000000",
-        "dispatchThrottlingRatePerSubscriptionInByte": "1000000000000",
+        **QUOTAS[quotas],
     }))
     writer = BackgroundWriter(client, topics, rate)
     process = psutil.Process()
@@ -162,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60, help="run time per layout (one trigger a second)")
     parser.add_argument("--rate", type=int, default=500, help="messages a second written across all partitions meanwhile")
     parser.add_argument("--layouts", default="100x10,1x1000", help="topics x partitions, comma-separated")
+    parser.add_argument("--quotas", choices=sorted(QUOTAS), default="all",
+                        help="all: message and byte quotas at every level; messages: batch mode, message quotas only")
     parser.add_argument("--profile", type=Path, help="write a cProfile of the planning calls after the warm-up here "
                                                      "(one file per layout, the layout appended to the name)")
     args = parser.parse_args(argv)
@@ -180,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
             for topics, partitions in layouts:
                 names = make_topics(admin, client, topics, partitions, f"{topics}x{partitions}")
                 profile = cProfile.Profile() if args.profile else None
-                r = run_layout(broker, client, names, args.seconds, args.rate, work / f"quota-{topics}x{partitions}.sqlite", profile)
+                r = run_layout(broker, client, names, args.seconds, args.rate, work / f"quota-{topics}x{partitions}.sqlite", profile,
+                               args.quotas)
                 if profile is not None:
                     profile.dump_stats(f"{args.profile}.{topics}x{partitions}")
                 total = topics * partitions
