@@ -107,8 +107,11 @@ class PulsarStreamReader(DataSourceStreamReader):
             needs_stats = o.throttled
             # Topics a pattern matches later must carry the schema type the query's columns decode.
             guard = TopicSchemaGuard(self.admin, self.value_schema).check if o.decode_schema else None
+            # Live publish counters only for quotas relative to the publish rate (the broker's may be).
+            live = o.uses_broker_quotas or any(r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
             self._catalog = PartitionCatalog(self.admin, o.topics, o.topics_pattern, o.pattern_namespace,
-                                             o.metadata_refresh_ms, needs_stats, on_topics=guard)
+                                             o.metadata_refresh_ms, needs_stats, on_topics=guard,
+                                             stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0)
         return self._catalog
 
     @property

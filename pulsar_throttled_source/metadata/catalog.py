@@ -45,6 +45,7 @@ class CatalogSnapshot:
     stats: dict[str, PublishStats] = field(default_factory=dict)
     # partition -> last entry the broker dispatches now (an open transaction holds back what follows)
     max_read: dict[str, EntryPosition] = field(default_factory=dict)
+    stats_at: float = 0.0  # when `stats` were fetched (they may be older than the layouts)
 
     def readable_end(self, partition: str) -> EntryPosition:
         """The newest entry planning may include: the latest, or the max read position before it."""
@@ -57,13 +58,19 @@ class PartitionCatalog:
     def __init__(self, admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
                  pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
                  clock: Callable[[], float] = time.monotonic,
-                 on_topics: Callable[[list[TopicName]], None] | None = None) -> None:
+                 on_topics: Callable[[list[TopicName]], None] | None = None, stats_refresh_s: float = 0.0) -> None:
         self._admin = admin
         self._topics = topics
         self._pattern = pattern
         self._namespace = pattern_namespace
         self._refresh_s = refresh_ms / 1000.0
         self._with_stats = with_stats
+        # Publish stats are a second request per topic: asked at every refresh only when quotas relative
+        # to the publish rate need live counters, else at most every stats_refresh_s (they then feed
+        # only the progress report's messages-per-entry estimate, which changes slowly).
+        self._stats_refresh_s = stats_refresh_s
+        self._stats: dict[str, PublishStats] = {}
+        self._stats_at = 0.0
         self._clock = clock
         self._on_topics = on_topics  # sees each refresh's topics before any is planned (schema checks)
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
@@ -86,11 +93,13 @@ class PartitionCatalog:
     def _fetch(self, now: float) -> CatalogSnapshot:
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
+        with_stats = self._with_stats and (not self._stats or now - self._stats_at >= self._stats_refresh_s)
         topics = self._current_topics()
         if self._on_topics is not None:
             self._on_topics(topics)
         # Topics are asked about a few at a time: at 100 topics, one after the other is 100 round trips.
-        for topic, outcome in zip(topics, self._each(self._fetch_topic, topics), strict=True):
+        outcomes = self._each(lambda topic: self._fetch_topic(topic, with_stats), topics)
+        for topic, outcome in zip(topics, outcomes, strict=True):
             if isinstance(outcome, TopicNotFound):
                 if topic not in self._seen and self._pattern is None:
                     raise outcome  # a named topic that never existed: a configuration error
@@ -102,7 +111,9 @@ class PartitionCatalog:
             stats.update(outcome[1])
             self._seen.add(topic)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
-        return CatalogSnapshot(now, ordered, stats, self._max_read_positions(ordered))
+        if with_stats:
+            self._stats, self._stats_at = stats, now
+        return CatalogSnapshot(now, ordered, self._stats, self._max_read_positions(ordered), self._stats_at)
 
     def _each(self, fetch: Callable[[T], R], items: Sequence[T]) -> list[R | TopicNotFound]:
         """fetch(item) for each item, CONCURRENT_REQUESTS at a time, in order; a TopicNotFound is
@@ -144,7 +155,7 @@ class PartitionCatalog:
             self._max_read[name] = latest if answer is None else min(latest, EntryPosition.parse(answer, f"max read position of {name}"))
         return {name: self._max_read[name] for name in layouts if name in self._max_read}
 
-    def _fetch_topic(self, topic: TopicName) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats]]:
+    def _fetch_topic(self, topic: TopicName, with_stats: bool) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats]]:
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
         partitioned = self._partitioned.get(topic)
@@ -155,12 +166,12 @@ class PartitionCatalog:
             # One request for every partition's ledgers; new partitions appear here too.
             for name, internal in self._admin.partitioned_internal_stats(topic).items():
                 layouts[name] = PartitionLayout.from_internal_stats(name, internal)
-            if self._with_stats:
+            if with_stats:
                 for name, s in self._admin.partitioned_stats(topic).items():
                     stats[name] = _publish_stats(s)
         else:
             layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic))
-            if self._with_stats:
+            if with_stats:
                 stats[str(topic)] = _publish_stats(self._admin.stats(topic))
         return layouts, stats
 

@@ -16,17 +16,18 @@ class PublishRateTracker:
         self.rates: dict[str, tuple[float, float]] = {}  # partition -> (msgs/s, bytes/s)
 
     def update(self, snap: CatalogSnapshot) -> None:
+        at = snap.stats_at  # the stats' own time: a snapshot may carry stats fetched earlier
         for partition, s in snap.stats.items():
             prev = self._prev.get(partition)
-            if prev is not None and snap.fetched_at > prev[0]:
-                dt = snap.fetched_at - prev[0]
+            if prev is not None and at > prev[0]:
+                dt = at - prev[0]
                 dm, db = s.msg_in_counter - prev[1], s.bytes_in_counter - prev[2]
                 if dm >= 0 and db >= 0:  # counters reset when a topic is reloaded: skip that sample
                     self.rates[partition] = (dm / dt, db / dt)
             elif partition not in self.rates:
                 self.rates[partition] = (s.msg_rate_in, s.throughput_in)
-            if prev is None or snap.fetched_at > prev[0]:
-                self._prev[partition] = (snap.fetched_at, s.msg_in_counter, s.bytes_in_counter)
+            if prev is None or at > prev[0]:
+                self._prev[partition] = (at, s.msg_in_counter, s.bytes_in_counter)
 
 
 def msgs_per_entry(stats: PublishStats | None, layout: PartitionLayout) -> float | None:

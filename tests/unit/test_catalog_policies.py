@@ -55,6 +55,12 @@ class FakeAdmin:
         return {f"{topic}-partition-{i}": internal(7, self.entries.get(f"{topic}-partition-{i}", 1))
                 for i in range(self.partitions[str(topic)])}
 
+    def partitioned_stats(self, topic: TopicName) -> dict[str, dict]:
+        self.calls.append(f"partitioned_stats {topic}")
+        self._need(str(topic))
+        return {f"{topic}-partition-{i}": {"msgInCounter": 10 * self.entries.get(f"{topic}-partition-{i}", 1)}
+                for i in range(self.partitions[str(topic)])}
+
     def internal_stats(self, topic: TopicName) -> dict:
         self.calls.append(f"internal_stats {topic}")
         self._need(str(topic))
@@ -175,3 +181,20 @@ def test_broker_policies_are_reread_after_the_refresh_interval():
     clock.now += 2
     assert policies.rates(t) == (Rate(100, -1, 1, False), Rate(-1, 4096, 1, False))
     assert sum(c.startswith("dispatch_rate") for c in admin.calls) == 2
+
+
+def test_publish_stats_are_asked_every_refresh_only_when_rates_must_be_live():
+    """Stats are a second request per topic: live counters only for relative quotas, else at most
+    every stats_refresh_s, each snapshot saying when its stats were fetched."""
+    for refresh_s, expected in ((0.0, 5), (30.0, 2)):
+        admin, clock = FakeAdmin(), Clock()
+        admin.partitions[f"{NS}/t"] = 2
+        cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
+                               stats_refresh_s=refresh_s)
+        for _ in range(5):
+            snap = cat.snapshot()
+            assert set(snap.stats) == set(snap.layouts)
+            clock.now += 10.0
+        assert sum(c.startswith("partitioned_stats") for c in admin.calls) == expected
+        assert sum(c.startswith("partitioned_internal_stats") for c in admin.calls) == 5  # layouts: every refresh
+        assert snap.fetched_at == 140.0 and snap.stats_at == (140.0 if refresh_s == 0 else 130.0)
