@@ -34,7 +34,6 @@ class PayloadDecoder:
 
     def __init__(self, schema: ValueSchema, writer_schema: WriterSchema) -> None:
         self.schema = schema
-        self.field_names = [f.name for f in schema.value_fields]
         if schema.kind == "KEY_VALUE":
             self._key = _part(schema.side("key"), _side_of(writer_schema, "key"))
             self._value = _part(schema.side("value"), _side_of(writer_schema, "value"))
