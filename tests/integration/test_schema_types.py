@@ -7,20 +7,21 @@ batched, as producers in the field send; each topic is then read by its own quer
 
 from __future__ import annotations
 
-import subprocess
 from collections import Counter
 from datetime import date, datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
 import pytest
 from helpers import create_topic
+from java_producer import JavaProducer
 from streaming import Collected, source_options, start_collecting
 
-from pulsar_throttled_source.local_broker import resolve_broker_jars
-
-JAVA_PRODUCER = Path(__file__).parent / "java" / "SchemaProducer.java"
 UTC = timezone.utc
+
+
+def tab(*fields: str) -> str:
+    """One SchemaProducer.java command line: its fields are tab-separated (a value may hold spaces)."""
+    return "\t".join(fields)
 
 
 def ms(t: int) -> datetime:
@@ -62,39 +63,13 @@ PLAIN = [("hex:00ff10", "v:binary key", "AP8Q", b"binary key"),  # keyBytes: its
          ("none", "v:", None, b"")]  # an empty payload, not a null value
 
 
-class SchemaProducer:
-    def __init__(self, service_url: str) -> None:
-        self.proc = subprocess.Popen(["java", "-cp", f"{resolve_broker_jars()}/*", str(JAVA_PRODUCER), service_url],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._answer()
-
-    def _answer(self) -> None:
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the Java producer exited (code {self.proc.wait(10)})")
-            if line.startswith("ok"):
-                return
-            if line.startswith("err"):
-                raise RuntimeError(line.strip())
-
-    def do(self, *fields: str) -> None:
-        self.proc.stdin.write("\t".join(fields) + "\n")
-        self.proc.stdin.flush()
-        self._answer()
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)
-
-
 @pytest.fixture(scope="module")
 def written(broker, admin) -> dict[str, tuple[str, Counter]]:
     """Java schema name -> (topic, the rows its query must deliver), every topic written by one producer."""
     import uuid
 
     unique = uuid.uuid4().hex[:8]
-    producer = SchemaProducer(broker.service_url)
+    producer = JavaProducer("SchemaProducer.java", broker.service_url)
     expected: dict[str, tuple[str, Counter]] = {}
     try:
         for name, cases in {**PRIMITIVES, **KEY_VALUES}.items():
@@ -102,13 +77,13 @@ def written(broker, admin) -> dict[str, tuple[str, Counter]]:
             rows: Counter = Counter()
             for i, (text, value) in enumerate([*cases, ("null", None)]):
                 key = f"k{i}"
-                producer.do("send", topic, name, f"str:{key}" if name != "kv_string_avro" else "none",
-                            text if text == "null" else f"v:{text}")
+                producer.do(tab("send", topic, name, f"str:{key}" if name != "kv_string_avro" else "none",
+                                text if text == "null" else f"v:{text}"))
                 rows[_row(name, value, key)] += 1
             expected[name] = (topic, rows)
         topic = create_topic(admin, f"types-plain-{unique}", 0)
         for key, value, _, _ in PLAIN:
-            producer.do("send", topic, "bytes", key, value)
+            producer.do(tab("send", topic, "bytes", key, value))
         expected["plain"] = (topic, Counter((key, value) for _, _, key, value in PLAIN))
         producer.do("flush")
     finally:

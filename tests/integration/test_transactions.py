@@ -8,47 +8,20 @@ run on the broker's own client jars) writes them; the session broker runs a tran
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from helpers import create_topic, wait_until
+from java_producer import JavaProducer
 from streaming import Collected, source_options, start_collecting
 
-from pulsar_throttled_source.local_broker import resolve_broker_jars
 
-JAVA_PRODUCER = Path(__file__).parent / "java" / "TxnProducer.java"
-
-
-class TxnProducer:
-    """Drives java/TxnProducer.java: one command per line, one answer each."""
+class TxnProducer(JavaProducer):
+    """Drives java/TxnProducer.java on one topic: plain <payload> | begin | send <payload> | commit | abort."""
 
     def __init__(self, service_url: str, topic: str) -> None:
-        self.proc = subprocess.Popen(["java", "-cp", f"{resolve_broker_jars()}/*", str(JAVA_PRODUCER), service_url, topic],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self._answer()  # "ok ready"
-
-    def _answer(self) -> str:
-        while True:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the Java producer exited (code {self.proc.wait(10)})")
-            if line.startswith("ok"):
-                return line.strip()
-            if line.startswith("err"):
-                raise RuntimeError(line.strip())
-
-    def do(self, *commands: str) -> None:
-        for command in commands:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-            self._answer()
-
-    def close(self) -> None:
-        self.proc.stdin.close()
-        self.proc.wait(30)
+        super().__init__("TxnProducer.java", service_url, topic)
 
 
 @pytest.fixture

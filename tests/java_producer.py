@@ -1,0 +1,44 @@
+"""Drives a single-file Java producer under tests/integration/java (the Python client cannot write
+transactions, typed primitive schemas, KeyValues or binary keys): run with Java's single-file
+launcher on the broker's own client jars, one command per line on stdin, one answer line each
+("ok ..." or "err ...")."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from pulsar_throttled_source.local_broker import resolve_broker_jars
+
+JAVA_DIR = Path(__file__).parent / "integration" / "java"
+
+
+class JavaProducer:
+    def __init__(self, source: str, *args: str) -> None:
+        self.proc = subprocess.Popen(["java", "-cp", f"{resolve_broker_jars()}/*", str(JAVA_DIR / source), *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self._answer()  # "ok ready"
+
+    def _answer(self) -> str:
+        assert self.proc.stdout is not None
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the Java producer exited (code {self.proc.wait(10)})")
+            if line.startswith("ok"):
+                return line.strip()
+            if line.startswith("err"):
+                raise RuntimeError(line.strip())
+
+    def do(self, *commands: str) -> None:
+        """Send each command line and wait for its answer (an "err" answer raises)."""
+        assert self.proc.stdin is not None
+        for command in commands:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+            self._answer()
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
