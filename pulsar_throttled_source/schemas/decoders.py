@@ -34,6 +34,8 @@ class PayloadDecoder:
 
     def __init__(self, schema: ValueSchema, writer_schema: WriterSchema) -> None:
         self.schema = schema
+        # Decided once, not per message: whether the key comes from the message key.
+        self._key_from_message = schema.kind == "KEY_VALUE" and schema.separated
         if schema.kind == "KEY_VALUE":
             self._key = _part(schema.side("key"), _side_of(writer_schema, "key"))
             self._value = _part(schema.side("value"), _side_of(writer_schema, "value"))
@@ -45,7 +47,7 @@ class PayloadDecoder:
         """`payload` None is a null value (a tombstone); `message_key` is the message's key, which
         holds a SEPARATED KeyValue's key (base64)."""
         try:
-            if self.schema.kind == "KEY_VALUE" and self.schema.separated:
+            if self._key_from_message:
                 return self._separated(payload, version, message_key)
             return None if payload is None else self._decode(payload, version)
         except DecodeError:
