@@ -75,6 +75,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._query_id: str | None = None  # from the checkpointed offsets, or new with the first batch
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
         self._report: dict = {}
+        self._last_planned: tuple[dict, dict[str, EntryPosition]] | None = None  # the last end offset, parsed
 
     def __getstate__(self) -> dict:
         # Spark pickles this reader into every read task: ship options only, not the
@@ -83,6 +84,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
+        state["_last_planned"], state["_report"] = None, {}  # per partition: large at scale, unused by tasks
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -111,7 +113,8 @@ class PulsarStreamReader(DataSourceStreamReader):
             live = o.uses_broker_quotas or any(r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
             self._catalog = PartitionCatalog(self.admin, o.topics, o.topics_pattern, o.pattern_namespace,
                                              o.metadata_refresh_ms, needs_stats, on_topics=guard,
-                                             stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0)
+                                             stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0,
+                                             in_background=True)
         return self._catalog
 
     @property
@@ -161,7 +164,7 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     def plan_end(self, start: dict, limit: BatchLimit) -> dict:
         """The end offset of the next micro-batch from `start`: Spark's latestOffset."""
-        given = checkpointed_offsets(start, "start offset (from the checkpoint)")
+        given = self._start_positions(start)
         self._identify(start)
         starts = given
         snap = self.catalog.snapshot()
@@ -201,7 +204,15 @@ class PulsarStreamReader(DataSourceStreamReader):
         planned = with_query_id(offsets_to_json(end), self._query_id or "")
         if start == self._initial:  # the query's first batch: its end records where it starts
             return with_query_start(planned, given)
+        self._last_planned = (planned, end)
         return planned
+
+    def _start_positions(self, start: dict) -> dict[str, EntryPosition]:
+        """The positions of Spark's start offset: usually the end this reader planned last, whose
+        positions it keeps (parsing and checking 1,000 of them again cost more than the plan)."""
+        if self._last_planned is not None and start == self._last_planned[0]:
+            return dict(self._last_planned[1])
+        return checkpointed_offsets(start, "start offset (from the checkpoint)")
 
     def _identify(self, start: dict) -> None:
         """The query's identity: the one its offsets carry, else a new one (a new query, or a checkpoint

@@ -171,4 +171,6 @@ class AdminHttp:
 def _request_kind(path: str) -> str:
     """A request's kind for counting: its path's last segment that is not a number (internalStats,
     partitioned-stats, entry, schema, ...)."""
+    if path.startswith("transactions/"):  # transactions/transactionBufferStats/<topic>
+        return path.split("/")[1]
     return next((part for part in reversed(path.split("/")) if not part.isdigit()), path)

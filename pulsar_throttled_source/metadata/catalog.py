@@ -2,7 +2,9 @@
 
 Spark polls `latestOffset` up to ~90 times a second when idle; every answer here is
 reused for `metadataRefreshIntervalMs`, so an idle poll inside that interval makes
-no admin request, and new data or partitions are seen at most that late.
+no admin request. While planning calls keep coming, the snapshot is fetched again every
+interval in the background (background_refresh): a plan never waits on the broker, and sees
+new data or partitions at most one interval plus one refresh late.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..positions import EntryPosition
 from ..topics import TopicName, partition_sort_key
 from .admin import PulsarAdmin
 from .admin_http import TopicNotFound, TransactionsDisabled
+from .background_refresh import BackgroundRefresh
 from .layout import PartitionLayout
 
 log = logging.getLogger(__name__)
@@ -58,7 +61,8 @@ class PartitionCatalog:
     def __init__(self, admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
                  pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
                  clock: Callable[[], float] = time.monotonic,
-                 on_topics: Callable[[list[TopicName]], None] | None = None, stats_refresh_s: float = 0.0) -> None:
+                 on_topics: Callable[[list[TopicName]], None] | None = None, stats_refresh_s: float = 0.0,
+                 in_background: bool = False) -> None:
         self._admin = admin
         self._topics = topics
         self._pattern = pattern
@@ -77,15 +81,12 @@ class PartitionCatalog:
         self._transactions: bool | None = None  # whether the broker runs a transaction coordinator
         self._max_read: dict[str, EntryPosition] = {}
         self._seen: set[TopicName] = set()
-        self._snapshot: CatalogSnapshot | None = None
         self._pool: ThreadPoolExecutor | None = None
+        self._refresh = BackgroundRefresh(self._fetch, self._refresh_s, "pulsar-catalog-refresh", clock, in_background)
 
     def snapshot(self, force: bool = False) -> CatalogSnapshot:
-        now = self._clock()
-        if not force and self._snapshot is not None and now - self._snapshot.fetched_at < self._refresh_s:
-            return self._snapshot
-        self._snapshot = self._fetch(now)
-        return self._snapshot
+        """The newest snapshot; `force`: one fetched now (where a query starts, or fixes its end)."""
+        return self._refresh.get(force)
 
     def _current_topics(self) -> list[TopicName]:
         return current_topics(self._admin, self._topics, self._pattern, self._namespace)
@@ -130,6 +131,7 @@ class PartitionCatalog:
         return list(self._pool.map(one, items))
 
     def close(self) -> None:
+        self._refresh.stop()
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

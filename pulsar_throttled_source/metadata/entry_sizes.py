@@ -8,14 +8,23 @@ not be read past its byte quota. Only the entries one window's tightest quota co
 up: the first EXACT_AHEAD of them, SAMPLES spread over the rest, and bisection where neighbouring
 samples disagree. Each is looked up once (answers are kept until the query moves past them), so
 idle polls and held-back partitions ask nothing, and a planning call asks at most LOOKUPS_PER_PLAN.
+
+A planning call over more than CONCURRENT_LOOKUPS partitions with backlog waits for lookups at most
+LOOKUP_WAIT_S in all: at 1,000 partitions the entries new since the last trigger are hundreds of
+lookups, more than a busy broker answers in a trigger. An entry of the exact head still unanswered
+then is not guessed at: the partition is admitted only the entries before it (at least one), and
+the rest at a later trigger, once the answers are in. A call over fewer partitions waits for all its
+lookups (they run side by side: a round trip or a few), so small queries are priced exactly at once.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..positions import BEFORE_EARLIEST
@@ -36,6 +45,7 @@ SAMPLES = 8  # entries sampled across each further stretch of what one window co
 EXTENSIONS = 4  # times the sampled reach is pushed further when it holds less than thought
 REFINE_LOOKUPS = 32  # bisection lookups per partition and call, to find where the batching changed
 CONCURRENT_LOOKUPS = 8
+LOOKUP_WAIT_S = 0.05  # per planning call, over all partitions (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -75,8 +85,12 @@ class EntrySizes:
     a change is priced on both sides of it. Once a batch is planned, the next window's entries are
     looked up in the background."""
 
-    def __init__(self, admin: PulsarAdmin) -> None:
+    def __init__(self, admin: PulsarAdmin, wait_s: float = LOOKUP_WAIT_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._admin = admin
+        self._wait_s = wait_s
+        self._clock = clock
+        self._deadline = 0.0  # this planning call waits for lookups until then
         self._known: dict[str, dict[Position, EntrySize]] = {}
         self._pending: dict[str, dict[Position, Future[Mapping[str, str] | None]]] = {}
         self._asked: dict[str, tuple[float, float]] = {}  # what each partition's quotas asked for last
@@ -86,8 +100,10 @@ class EntrySizes:
         self._answers: dict[str, tuple[object, LearnedEntries]] = {}  # each partition's last answer, and its question
         self._complete = True  # whether the answer being learned is all there is to learn now
 
-    def new_plan(self) -> None:
+    def new_plan(self, partitions: int = 0) -> None:
+        """A planning call starts, over `partitions` partitions with backlog."""
         self._budget = LOOKUPS_PER_PLAN
+        self._deadline = math.inf if partitions <= CONCURRENT_LOOKUPS else self._clock() + self._wait_s
 
     def close(self) -> None:
         if self._pool is not None:
@@ -131,9 +147,10 @@ class EntrySizes:
             self._look_up(partition, [(ledger, entry) for ledger, entry, _ in head[chunk:chunk + HEAD_CHUNK]], wait=True)
             for ledger, entry_id, ledger_average in head[chunk:chunk + HEAD_CHUNK]:
                 entry = known.get((ledger, entry_id))
-                if entry is None:  # not stored any more, or out of budget
+                if entry is None:  # not stored any more, out of budget, or not answered in time
                     self._complete = False
-                    return self._remembered(partition, values)
+                    late = (ledger, entry_id) in self._pending[partition]
+                    return self._remembered(partition, values, reach=len(values.msgs) if late else None)
                 reached = held_msgs >= msgs and held_bytes >= size
                 values.msgs.append(entry.msgs)
                 values.bytes.append(entry.bytes if entry.bytes is not None else ledger_average)
@@ -143,17 +160,18 @@ class EntrySizes:
         self._beyond(partition, backlog, values, msgs, size)
         return self._remembered(partition, values)
 
-    def _remembered(self, partition: str, values: _Known) -> LearnedEntries:
+    def _remembered(self, partition: str, values: _Known, reach: int | None = None) -> LearnedEntries:
         """What was learned, remembering its messages per entry; when nothing could be looked up
-        (the call's budget went to other partitions), the average this partition had last time."""
+        (the call's budget went to other partitions), the average this partition had last time.
+        `reach`: the head's entries known before one still being looked up (admit no further)."""
         learned = values.learned()
         if learned.msgs is not None and learned.msgs.per_entry is not None:
             self._per_entry[partition] = learned.msgs.per_entry
         elif partition in self._per_entry:
-            return LearnedEntries(EntryValues((), ((0, self._per_entry[partition]),)), None)
+            learned = LearnedEntries(EntryValues((), ((0, self._per_entry[partition]),)), None)
         else:
-            return LearnedEntries()
-        return learned
+            learned = LearnedEntries()
+        return learned if reach is None else replace(learned, reach=reach)
 
     def _beyond(self, partition: str, backlog: Backlog, values: _Known, msgs: float, size: float) -> None:
         """Past the exact head: sample the entries the quotas could still reach, reaching further
@@ -246,6 +264,15 @@ class EntrySizes:
                     self._pool = ThreadPoolExecutor(CONCURRENT_LOOKUPS, thread_name_prefix="pulsar-entry-lookups")
                 pending[position] = self._pool.submit(self._admin.entry_headers, topic, *position)
         for position in positions if wait else [p for p, f in pending.items() if f.done()]:
+            future = pending.get(position)
+            if future is not None and not future.done():
+                try:  # no longer than the call's deadline: a later call gets the answer
+                    left = self._deadline - self._clock()
+                    future.exception(timeout=None if left == math.inf else max(0.0, left))
+                except FutureTimeout:
+                    continue
+                except CancelledError:  # the pool was shut down: asked again below
+                    pass
             future = pending.pop(position, None)
             if future is not None:
                 try:

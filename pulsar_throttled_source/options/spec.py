@@ -86,7 +86,7 @@ SPECS: tuple[OptionSpec, ...] = (
     _int("adminRetryTimeoutMs", 60_000, 0, f"a non-negative integer ({MS}; 0 = no retries)",
          "How long planning retries admin lookups that fail with a connection error, timeout or HTTP 5xx (e.g. a broker restart), with exponential backoff, once the API has answered at least once; 0: no retries."),
     _int("metadataRefreshIntervalMs", 1_000, 0, f"a non-negative integer ({MS})",
-         "How long planning reuses partition lists and ledger layouts: the bound on how late new data is seen, and what keeps idle polls off the broker."),
+         "How often partition lists and ledger layouts are fetched again, in the background while the query plans (a plan never waits on the broker): new data is seen at most this plus one fetch late; idle polls in between ask nothing. 0: fetched by every plan."),
     _int("maxEntriesPerTrigger", None, 1, "a positive integer (entries)",
          "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
     _int("maxRowsPerArrowBatch", 10_000, 1, "a positive integer (rows)", "Rows per Arrow record batch produced by a read task (bounds task memory)."),

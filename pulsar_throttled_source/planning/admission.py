@@ -49,7 +49,7 @@ class BatchAdmission:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
                         "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
-        self._entry_sizes().new_plan()
+        self._entry_sizes().new_plan(len(wanted))
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all)

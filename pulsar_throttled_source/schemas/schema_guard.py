@@ -49,13 +49,15 @@ class TopicSchemaGuard:
                 continue
             if found.kind == "NONE":
                 continue
-            self._checked.add(topic)
             if not same_type(found, self._query):
+                # Not marked checked: every later refresh (the catalog's background one fails, then the
+                # planning call's own) refuses it again, before any of its entries is planned.
                 raise SchemaMismatch(
                     f"Topic {topic} carries schema type {describe(found, definition=False)}, but this query decodes "
                     f"{describe(self._query, definition=False)} (the schema its topics carried when it was defined): its "
                     "payloads cannot become this query's columns. Read it in a query of its own, or read every topic "
                     "with decodeSchema=false.")
+            self._checked.add(topic)
 
 
 def same_type(a: ValueSchema, b: ValueSchema) -> bool:

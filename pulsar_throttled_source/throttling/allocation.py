@@ -117,6 +117,8 @@ def new_plan(
     elif msg_quotas and reason is None:
         # Like the broker's first read: without an estimate, read one entry.
         max_entries = min(1, backlog)
+    if learned.reach is not None and reason is None:
+        max_entries = min(max_entries, max(1, learned.reach))
     known_bytes = learned.bytes if learned.bytes is not None and learned.bytes.per_entry is not None else None
     return PartitionPlan(
         demand=demand,

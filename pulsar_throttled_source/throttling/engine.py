@@ -78,18 +78,19 @@ class QuotaEngine:
             )
 
         with self._store.transaction() as tx:
+            states = tx.get_many(list(specs_by_key))
             buckets = {
-                key: roll_forward(spec, tx.get(key), now, self._charged_quota.get(key))
+                key: roll_forward(spec, states[key], now, self._charged_quota.get(key))
                 for key, spec in specs_by_key.items()
             }
             for plan in plans:
                 plan.buckets = [buckets[spec.key] for spec in plan.specs]
             source = buckets.get(source_key(self.config.query_id))
             admit(plans, source, self._cursor, precise=self.config.mode == "precise")
-            for key, bucket in buckets.items():
-                if bucket.charged_msgs or bucket.charged_bytes:
-                    tx.put(key, bucket.state())
-                    self._charged_quota[key] = bucket.charged_quota()
+            charged = {key: bucket for key, bucket in buckets.items() if bucket.charged_msgs or bucket.charged_bytes}
+            tx.put_many({key: bucket.state() for key, bucket in charged.items()})
+            for key, bucket in charged.items():
+                self._charged_quota[key] = bucket.charged_quota()
 
         self._cursor.record(plans)
         self._last_levels = level_reports(buckets.values())

@@ -95,6 +95,9 @@ class LearnedEntries:
 
     msgs: EntryValues | None = None
     bytes: EntryValues | None = None
+    # Admit at most this many entries (at least one): the next one is still being looked up, and
+    # a guess could admit a producer's large batches past the quota. None: no such limit.
+    reach: int | None = None
 
 
 # Called with (messages, bytes) to reach: the entries at the head of the backlog that hold that

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -47,13 +47,29 @@ class _RedisTransaction:
     def get(self, key: str) -> BucketState | None:
         if key in self.staged:
             return replace(self.staged[key])
-        row = self._client.hgetall(self._prefix + "bucket:" + key)
-        if not row:
-            return None
-        return BucketState(window=int(row[b"window"]), used_msgs=float(row[b"used_msgs"]), used_bytes=float(row[b"used_bytes"]))
+        return _state(self._client.hgetall(self._prefix + "bucket:" + key))
 
     def put(self, key: str, state: BucketState) -> None:
         self.staged[key] = replace(state)
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, BucketState | None]:
+        asked = [key for key in dict.fromkeys(keys) if key not in self.staged]
+        with self._client.pipeline(transaction=False) as pipe:  # one round trip for all of them
+            for key in asked:
+                pipe.hgetall(self._prefix + "bucket:" + key)
+            rows = pipe.execute()
+        found = {key: _state(row) for key, row in zip(asked, rows, strict=True)}
+        return {key: replace(self.staged[key]) if key in self.staged else found[key] for key in keys}
+
+    def put_many(self, states: Mapping[str, BucketState]) -> None:
+        for key, state in states.items():
+            self.put(key, state)
+
+
+def _state(row: dict[bytes, bytes]) -> BucketState | None:
+    if not row:
+        return None
+    return BucketState(window=int(row[b"window"]), used_msgs=float(row[b"used_msgs"]), used_bytes=float(row[b"used_bytes"]))
 
 
 class RedisQuotaStore:

@@ -4,8 +4,11 @@ entry lookups the way the broker does (per-entry headers)."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 
 from pulsar_throttled_source.metadata.entry_sizes import (
+    CONCURRENT_LOOKUPS,
     EXACT_AHEAD,
     HEAD_CHUNK,
     LOOKUPS_PER_PLAN,
@@ -194,3 +197,41 @@ def test_a_byte_quota_is_priced_by_the_stored_size_of_the_entries_it_admits():
         assert quota - 2_000 < read <= quota, (start, quota, read)
     unknown = EntrySizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
     assert unknown.learner(P0, backlog_after(-1, 100))(0.0, 1_000).bytes.total(10) == 1_000  # ledger average
+
+
+class SlowAdmin(FakeAdmin):
+    """Answers entries from `slow_from` on only once `answer` is set (a busy broker)."""
+
+    def __init__(self, counts: list[int], slow_from: int) -> None:
+        super().__init__(counts)
+        self.slow_from = slow_from
+        self.answer = threading.Event()
+
+    def entry_headers(self, partition, ledger_id: int, entry_id: int) -> dict[str, str] | None:
+        if entry_id >= self.slow_from:
+            self.answer.wait(10)
+        return super().entry_headers(partition, ledger_id, entry_id)
+
+
+def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_further_than_known():
+    admin = SlowAdmin([10] * 100, slow_from=100)
+    sizes = EntrySizes(admin, wait_s=0.1)  # type: ignore[arg-type]
+    try:
+        sizes.new_plan(partitions=CONCURRENT_LOOKUPS)  # a few partitions: all lookups are waited for
+        learned = sizes.learner(P0, backlog_after(49, 100))(50, 0.0)
+        assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 6
+        admin.slow_from = 69  # the first chunk (50-65) is known: of the next, 66-68 come fast
+        sizes.new_plan(partitions=CONCURRENT_LOOKUPS + 1)  # many: no longer than the deadline
+        t0 = time.monotonic()
+        learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
+        assert time.monotonic() - t0 < 1.0  # the deadline, not the broker
+        assert learned.msgs is not None and learned.msgs.exact == (10,) * 19 and learned.reach == 19
+        admin.answer.set()  # the answers come in while the batch runs
+        time.sleep(0.2)
+        sizes.new_plan(partitions=CONCURRENT_LOOKUPS + 1)
+        learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
+        assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 21  # 200 messages, and one more
+        assert len(set(admin.lookups)) == len(admin.lookups)  # nothing asked twice
+    finally:
+        admin.answer.set()
+        sizes.close()

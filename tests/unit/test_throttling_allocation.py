@@ -64,8 +64,8 @@ def plan(
 # --- new_plan: whether throttling applies ------------------------------------------------
 
 
-def _spec(msgs: float) -> BucketSpec:
-    return BucketSpec("k", TOPIC_LEVEL, "topic", 1, msgs, math.inf)
+def _spec(msgs: float, size: float = math.inf) -> BucketSpec:
+    return BucketSpec("k", TOPIC_LEVEL, "topic", 1, msgs, size)
 
 
 def test_new_plan_reasons_for_not_throttling() -> None:
@@ -96,6 +96,17 @@ def test_new_plan_prices_entries_and_caps_a_precise_first_read() -> None:
     assert asked == [10]  # the entries the tightest quota could admit
     # Only a message limit needs to know the entries; a byte-only quota reads on.
     assert new_plan(d, 0, [_spec(math.inf)], precise, False).max_entries == 50
+
+
+def test_new_plan_admits_no_further_than_the_entries_known_before_one_still_looked_up() -> None:
+    precise = QuotaConfig(source=Rate(), mode="precise")
+    batch = QuotaConfig(source=Rate(), mode="batch")
+    d = plan(backlog=50).demand
+    for reach, cap in ((3, 3), (0, 1)):  # at least one entry, as when nothing is known
+        late = replace(d, learn_entries=lambda m, s, r=reach: LearnedEntries(EntryValues((7,) * 3), reach=r))
+        assert new_plan(late, 0, [_spec(1_000)], precise, False).max_entries == cap
+        assert new_plan(late, 0, [_spec(math.inf, 10_000)], batch, False).max_entries == cap  # bytes too
+        assert new_plan(late, 0, [_spec(1_000)], precise, True).max_entries == 50  # unthrottled: not capped
 
 
 # --- rotating order ----------------------------------------------------------------------

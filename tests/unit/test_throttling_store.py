@@ -214,3 +214,19 @@ def test_sqlite_file_that_is_not_a_database_is_a_clear_error(tmp_path: Path) -> 
     garbage.write_bytes(b"this is not sqlite" * 100)
     with pytest.raises(ValueError, match="garbage.sqlite"):
         SqliteQuotaStore(str(garbage))
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_many_buckets_are_read_and_charged_in_one_call(kind: str, tmp_path: Path) -> None:
+    # A plan at 1,000 partitions reads and charges a bucket each: more keys than one SQLite query binds.
+    store = MemoryQuotaStore() if kind == "memory" else SqliteQuotaStore(str(tmp_path / "q.sqlite"))
+    keys = [f"topic:{i}" for i in range(1_203)]
+    with store.transaction() as tx:
+        assert tx.get_many(keys) == dict.fromkeys(keys)
+        tx.put_many({k: BucketState(i, float(i), 2.0 * i) for i, k in enumerate(keys) if i % 2})
+        assert tx.get_many(["topic:1"]) == {"topic:1": BucketState(1, 1.0, 2.0)}  # its own writes
+    with store.transaction() as tx:
+        found = tx.get_many([*keys, "topic:3"])
+    assert list(found) == keys
+    assert all(found[k] == (BucketState(i, float(i), 2.0 * i) if i % 2 else None) for i, k in enumerate(keys))
+    assert used(store, "topic:1201") == BucketState(1201, 1201.0, 2402.0)
