@@ -9,9 +9,11 @@ the source's own stream reader, then in this one process, alternating after a wa
 
 prints both rates and their ratio (the source's read path against the plain loop, Spark left out),
 and writes a cProfile of one read task run to bench/out/profile_read.prof with its top functions
-printed (open the .prof with e.g. snakeviz or `python -m pstats`).
+printed (open the .prof with e.g. snakeviz or `python -m pstats`), and a py-spy flame graph of
+another (sampling, native frames included: the time inside the client shows too) to
+bench/out/read_flame.svg.
 
-    .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3]
+    .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3] [--no-flame]
 """
 
 from __future__ import annotations
@@ -19,8 +21,11 @@ from __future__ import annotations
 import argparse
 import cProfile
 import logging
+import os
 import pstats
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -76,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=1_000_000)
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-flame", action="store_true", help="skip the py-spy flame graph")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="bench-profile-read-"))
@@ -102,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"round {r + 1}: plain loop {plain_rates[-1]:,.0f} msg/s, source read task {source_rates[-1]:,.0f} msg/s")
         profile = cProfile.Profile()
         source_read(stream, partitions, args.messages, profile)
+        flame = None if args.no_flame else flame_graph(stream, partitions, args.messages)
         stream.stop()
     OUT.mkdir(exist_ok=True)
     profile.dump_stats(OUT / "profile_read.prof")
@@ -109,7 +116,29 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plain loop over the client: {plain:,.0f} msg/s; the source's read task: {source:,.0f} msg/s; ratio {source / plain:.2f}")
     print(f"profile of one read task run: {OUT / 'profile_read.prof'}; top functions by own time:")
     pstats.Stats(str(OUT / "profile_read.prof")).sort_stats("tottime").print_stats(20)
+    if flame is not None:
+        print(f"flame graph of one read task run (py-spy, native frames included): {flame}")
     return 0
+
+
+def flame_graph(stream: AdmissionControlStreamReader, partitions: list, messages: int) -> Path | None:
+    """Sample this process with py-spy (the bench extra) while one read task runs."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        print("py-spy not found (pip install py-spy, or `make install` for the bench extra): no flame graph")
+        return None
+    OUT.mkdir(exist_ok=True)
+    out = OUT / "read_flame.svg"
+    sampler = subprocess.Popen([spy, "record", "--pid", str(os.getpid()), "--native", "--rate", "200", "--format", "flamegraph",
+                                "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(1.0)  # attached before the read starts
+    source_read(stream, partitions, messages)
+    sampler.send_signal(2)  # SIGINT: py-spy writes the graph and exits
+    _, err = sampler.communicate(timeout=120)
+    if not out.exists():
+        print(f"py-spy wrote no flame graph ({err.decode(errors='replace').strip()[:300]})")
+        return None
+    return out
 
 
 if __name__ == "__main__":

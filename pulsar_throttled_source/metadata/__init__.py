@@ -5,7 +5,8 @@ Planning never reads messages; it plans from what these modules report:
   retries through ``..retry``).
 - ``admin``: the lookups planning and read tasks use (partitions, internal stats, publish stats,
   policies, transaction buffer, entry headers, subscriptions).
-- ``catalog``: which partitions the query reads and their layouts, cached per refresh interval.
+- ``catalog``: which partitions the query reads and their layouts, cached per refresh interval
+  and fetched again in the background while planning calls come (``background_refresh``).
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
 - ``entry_headers``: what one entry's headers say: the messages a reader gets, its stored bytes.
 - ``entry_sizes``: the messages and stored bytes of the entries a window could admit (precise
