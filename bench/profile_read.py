@@ -11,7 +11,9 @@ prints both rates and their ratio (the source's read path against the plain loop
 and writes a cProfile of one read task run to bench/out/profile_read.prof with its top functions
 printed (open the .prof with e.g. snakeviz or `python -m pstats`), and a py-spy flame graph of
 another (sampling, native frames included: the time inside the client shows too) to
-bench/out/read_flame.svg.
+bench/out/read_flame.svg. Then reads the same messages with the Java client (bench/java/ReaderLoop.java,
+run with Java's single-file launcher on the broker's jars), touching every field the columns carry:
+the rate a read path with no Python object per message could approach (the native path's ceiling).
 
     .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3] [--no-flame]
 """
@@ -82,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-flame", action="store_true", help="skip the py-spy flame graph")
+    parser.add_argument("--no-java", action="store_true", help="skip the Java client's reader loop")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="bench-profile-read-"))
@@ -109,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         profile = cProfile.Profile()
         source_read(stream, partitions, args.messages, profile)
         flame = None if args.no_flame else flame_graph(stream, partitions, args.messages)
+        java = None if args.no_java else java_rate(broker.service_url, topic, args.messages, args.rounds + 1)
         stream.stop()
     OUT.mkdir(exist_ok=True)
     profile.dump_stats(OUT / "profile_read.prof")
@@ -118,7 +122,25 @@ def main(argv: list[str] | None = None) -> int:
     pstats.Stats(str(OUT / "profile_read.prof")).sort_stats("tottime").print_stats(20)
     if flame is not None:
         print(f"flame graph of one read task run (py-spy, native frames included): {flame}")
+    if java is not None:
+        print(f"the Java client's reader over the same messages, every column's field touched (a native path's ceiling): "
+              f"{java:,.0f} msg/s; {java / plain:.2f}x the plain Python loop, {java / source:.2f}x the read task")
     return 0
+
+
+def java_rate(service_url: str, topic: str, messages: int, rounds: int) -> float | None:
+    """The median rate of the Java reader loop's rounds after its first (the JVM warms up)."""
+    from pulsar_throttled_source.local_broker import resolve_broker_jars
+
+    source = Path(__file__).resolve().parent / "java" / "ReaderLoop.java"
+    done = subprocess.run(["java", "-cp", f"{resolve_broker_jars()}/*", str(source), service_url, topic, str(messages),
+                           str(rounds)], capture_output=True, text=True, timeout=900)
+    rates = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("rate ")]
+    if done.returncode != 0 or len(rates) < 2:
+        print(f"the Java reader loop failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        return None
+    print("Java reader loop rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s (the first warms the JVM)")
+    return statistics.median(rates[1:])
 
 
 def flame_graph(stream: AdmissionControlStreamReader, partitions: list, messages: int) -> Path | None:

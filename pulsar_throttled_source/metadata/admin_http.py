@@ -53,6 +53,9 @@ class _Transient(AdminError):
         self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
 
 
+POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + entry_sizes.CONCURRENT_LOOKUPS + the planning thread
+
+
 class _OwnerRedirectSession(requests.Session):
     """A session that keeps credentials when a broker redirects a lookup (307) to the broker that
     owns the topic: requests drops them on any host or port change, and the owner then answers
@@ -75,6 +78,11 @@ class AdminHttp:
         self._answered = known_good
         self._outage = Outage(retry_timeout_s)  # one budget for all calls made during one outage
         self._session = _OwnerRedirectSession()
+        # Planning asks from several threads at once (catalog refresh, entry lookups): keep a
+        # connection for each, or urllib3 discards and reopens them (its default keeps 10).
+        adapter = requests.adapters.HTTPAdapter(pool_maxsize=POOLED_CONNECTIONS)
+        self._session.mount("http://", adapter)
+        self._session.mount("https://", adapter)
         self._session.verify = tls_verify
         if auth_token:
             self._session.headers["Authorization"] = f"Bearer {auth_token}"

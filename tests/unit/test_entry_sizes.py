@@ -8,12 +8,12 @@ import threading
 import time
 
 from pulsar_throttled_source.metadata.entry_sizes import (
-    CONCURRENT_LOOKUPS,
     EXACT_AHEAD,
     HEAD_CHUNK,
     LOOKUPS_PER_PLAN,
     REFINE_LOOKUPS,
     SAMPLES,
+    WAIT_ALL_UP_TO,
     EntrySizes,
 )
 from pulsar_throttled_source.metadata.layout import PartitionLayout
@@ -217,18 +217,18 @@ def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_furt
     admin = SlowAdmin([10] * 100, slow_from=100)
     sizes = EntrySizes(admin, wait_s=0.1)  # type: ignore[arg-type]
     try:
-        sizes.new_plan(partitions=CONCURRENT_LOOKUPS)  # a few partitions: all lookups are waited for
+        sizes.new_plan(partitions=WAIT_ALL_UP_TO)  # a few partitions: all lookups are waited for
         learned = sizes.learner(P0, backlog_after(49, 100))(50, 0.0)
         assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 6
         admin.slow_from = 69  # the first chunk (50-65) is known: of the next, 66-68 come fast
-        sizes.new_plan(partitions=CONCURRENT_LOOKUPS + 1)  # many: no longer than the deadline
+        sizes.new_plan(partitions=WAIT_ALL_UP_TO + 1)  # many: no longer than the deadline
         t0 = time.monotonic()
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
         assert time.monotonic() - t0 < 1.0  # the deadline, not the broker
         assert learned.msgs is not None and learned.msgs.exact == (10,) * 19 and learned.reach == 19
         admin.answer.set()  # the answers come in while the batch runs
         time.sleep(0.2)
-        sizes.new_plan(partitions=CONCURRENT_LOOKUPS + 1)
+        sizes.new_plan(partitions=WAIT_ALL_UP_TO + 1)
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
         assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 21  # 200 messages, and one more
         assert len(set(admin.lookups)) == len(admin.lookups)  # nothing asked twice
