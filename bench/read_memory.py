@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import psutil
-import pulsar
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pulsar_throttled_source.local_broker import LocalBroker
@@ -32,18 +31,7 @@ from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from throughput import quiet_logger  # noqa: E402
-
-
-def produce_unbatched(service_url: str, topic: str, messages: int, size: int) -> None:
-    client = pulsar.Client(service_url, logger=quiet_logger())
-    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True, max_pending_messages=20000)
-    body = b"x" * size
-    for _ in range(messages):
-        producer.send_async(body, None)
-    producer.flush()
-    producer.close()
-    client.close()
+from throughput import produce  # noqa: E402
 
 
 def read_in_this_process(task: bytes, answer: multiprocessing.connection.Connection) -> None:
@@ -80,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     with LocalBroker(data_dir=work / "broker") as broker:
         topic = str(TopicName.parse(f"bench-read-memory-{time.time_ns()}"))
         t0 = time.perf_counter()
-        produce_unbatched(broker.service_url, topic, args.messages, args.size)
+        produce(broker.service_url, topic, args.messages, args.size, batching=False)
         print(f"produced {args.messages:,} unbatched messages of {args.size} B in {time.perf_counter() - t0:.1f} s")
         reader = AdmissionControlStreamReader(parse_options({
             "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,

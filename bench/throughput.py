@@ -40,9 +40,9 @@ def quiet_logger() -> logging.Logger:
     return logger
 
 
-def produce(service_url: str, topic: str, messages: int, size: int) -> None:
+def produce(service_url: str, topic: str, messages: int, size: int, batching: bool = True) -> None:
     client = pulsar.Client(service_url, logger=quiet_logger())
-    producer = client.create_producer(topic, batching_enabled=True, batching_max_messages=1000,
+    producer = client.create_producer(topic, batching_enabled=batching, batching_max_messages=1000,
                                       batching_max_publish_delay_ms=10, block_if_queue_full=True,
                                       max_pending_messages=50000,
                                       message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)

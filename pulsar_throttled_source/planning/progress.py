@@ -11,7 +11,7 @@ def backlog_report(snap: CatalogSnapshot, end: dict[str, EntryPosition]) -> dict
     report = {}
     for partition, layout in snap.layouts.items():
         e = end.get(partition, BEFORE_EARLIEST)
-        remaining = layout.backlog_after(e).entries if e < layout.latest else 0
+        remaining = layout.backlog_after(e).entries
         per_entry = msgs_per_entry(snap.stats.get(partition), layout)
         report[partition] = {
             "latest": layout.latest.to_json(),

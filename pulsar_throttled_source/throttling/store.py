@@ -148,22 +148,10 @@ class _SqliteTransaction:
         self._conn = conn
 
     def get(self, key: str) -> BucketState | None:
-        row = self._conn.execute(
-            'SELECT "window", used_msgs, used_bytes FROM buckets WHERE key = ?', (key,)
-        ).fetchone()
-        if row is None:
-            return None
-        return BucketState(window=int(row[0]), used_msgs=float(row[1]), used_bytes=float(row[2]))
+        return self.get_many([key])[key]
 
     def put(self, key: str, state: BucketState) -> None:
-        self._conn.execute(
-            'INSERT INTO buckets (key, "window", used_msgs, used_bytes, updated_at) '
-            "VALUES (?, ?, ?, ?, ?) "
-            'ON CONFLICT(key) DO UPDATE SET "window" = excluded."window", '
-            "used_msgs = excluded.used_msgs, used_bytes = excluded.used_bytes, "
-            "updated_at = excluded.updated_at",
-            (key, int(state.window), float(state.used_msgs), float(state.used_bytes), time.time()),
-        )
+        self.put_many({key: state})
 
     def get_many(self, keys: Sequence[str]) -> dict[str, BucketState | None]:
         found: dict[str, BucketState | None] = dict.fromkeys(keys)
