@@ -130,6 +130,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         .config("spark.driver.memory", "2g")
         # A crashed Python worker (a native library fault) then says where it crashed.
         .config("spark.python.worker.faulthandler.enabled", "true")
+        # A StackOverflowError (seen once: java.util.regex in a stream execution thread) then shows its
+        # whole stack, down to the caller; the default keeps only the top 1,024 frames.
+        .config("spark.driver.extraJavaOptions", "-XX:MaxJavaStackTraceDepth=100000")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
