@@ -25,15 +25,16 @@ from __future__ import annotations
 import argparse
 import cProfile
 import logging
+import multiprocessing
 import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import tracemalloc
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pulsar
@@ -80,31 +81,42 @@ def round_robin():
 
 
 class BackgroundWriter:
-    """Writes `rate` messages a second, each to a random partition of a random topic."""
+    """Writes `rate` messages a second, each to a random partition of a random topic, from a process of
+    its own (as producers are): in the planner's process, the client's router callbacks would take
+    the GIL from the planning thread 500 times a second and count as planning time."""
 
-    def __init__(self, client: pulsar.Client, topics: list[str], rate: int) -> None:
-        self._producers = [client.create_producer(t, batching_enabled=False, block_if_queue_full=True,
-                                                  message_router=lambda msg, n: random.randrange(n)) for t in topics]
-        self._rate = rate
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            for _ in range(self._rate // 10):
-                random.choice(self._producers).send_async(f"live-{i}".encode(), None)
-                i += 1
-            self._stop.wait(max(0.0, 0.1 - (time.monotonic() - t0)))
+    def __init__(self, service_url: str, topics: list[str], rate: int) -> None:
+        context = multiprocessing.get_context("spawn")  # no fork of a process running client threads
+        self._stop = context.Event()
+        self._process = context.Process(target=write_at_rate, args=(service_url, topics, rate, self._stop), daemon=True)
+        self._process.start()
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join()
-        for p in self._producers:
-            p.flush()
-            p.close()
+        self._process.join(timeout=60)
+
+
+def write_at_rate(service_url: str, topics: list[str], rate: int, stop: Any) -> None:
+    client = pulsar.Client(service_url, logger=quiet_logger())
+    producers = [client.create_producer(t, batching_enabled=False, block_if_queue_full=True,
+                                        message_router=lambda msg, n: random.randrange(n)) for t in topics]
+    i = 0
+    while not stop.is_set():
+        t0 = time.monotonic()
+        for _ in range(rate // 10):
+            random.choice(producers).send_async(f"live-{i}".encode(), None)
+            i += 1
+        stop.wait(max(0.0, 0.1 - (time.monotonic() - t0)))
+    for p in producers:
+        p.flush()
+        p.close()
+    client.close()
+
+
+def quiet_logger() -> logging.Logger:
+    logger = logging.getLogger("bench-pulsar-client")
+    logger.setLevel(logging.WARNING)
+    return logger
 
 
 QUOTAS = {
@@ -129,7 +141,7 @@ def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], se
         "quotaStatePath": str(state),
         **QUOTAS[quotas],
     }))
-    writer = BackgroundWriter(client, topics, rate)
+    writer = BackgroundWriter(broker.service_url, topics, rate)
     process = psutil.Process()
     admin = reader.admin
     times: list[float] = []
@@ -211,9 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = True
     with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=ENTRIES_PER_LEDGER) as broker:
         admin = TopicAdmin(broker.admin_url)
-        logger = logging.getLogger("bench-pulsar-client")
-        logger.setLevel(logging.WARNING)
-        client = pulsar.Client(broker.service_url, logger=logger)
+        client = pulsar.Client(broker.service_url, logger=quiet_logger())
         try:
             for topics, partitions in layouts:
                 names = make_topics(admin, client, topics, partitions, f"{topics}x{partitions}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from urllib.parse import quote
 
 PARTITION_SUFFIX = re.compile(r"^(?P<base>.+)-partition-(?P<index>\d+)$")
@@ -22,23 +23,7 @@ class TopicName:
     @classmethod
     def parse(cls, name: str, option: str = "topic") -> TopicName:
         """Accept `persistent://t/ns/x`, `t/ns/x` or a short `x` (public/default), as Pulsar does."""
-        text = name.strip()
-        if not text:
-            raise ValueError(f"Option '{option}': empty topic name; expected e.g. persistent://public/default/orders")
-        if "://" not in text:
-            parts = text.split("/")
-            if len(parts) == 1:
-                text = f"persistent://public/default/{text}"
-            elif len(parts) == 3:
-                text = f"persistent://{text}"
-            else:
-                raise ValueError(f"Option '{option}': invalid topic name '{name}'; expected persistent://tenant/namespace/topic, tenant/namespace/topic or topic")
-        match = NAME.match(text)
-        if not match:
-            raise ValueError(f"Option '{option}': invalid topic name '{name}'; expected persistent://tenant/namespace/topic")
-        if match["domain"] != "persistent":
-            raise ValueError(f"Option '{option}': topic '{name}' is non-persistent; only persistent topics can be read with offsets")
-        return cls(match["domain"], match["tenant"], match["namespace"], match["local"])
+        return _parse(name, option)
 
     def __str__(self) -> str:
         return f"{self.domain}://{self.tenant}/{self.namespace}/{self.local}"
@@ -67,6 +52,29 @@ class TopicName:
         """The partitioned topic a partition belongs to (itself when not a partition)."""
         match = PARTITION_SUFFIX.match(self.local)
         return TopicName(self.domain, self.tenant, self.namespace, match["base"]) if match else self
+
+
+# Parsed once per name: planning asks for the same partitions' names on every trigger (thousands a
+# second at 1,000 partitions). A TopicName is immutable, so one instance serves every caller.
+@lru_cache(maxsize=16384)
+def _parse(name: str, option: str) -> TopicName:
+    text = name.strip()
+    if not text:
+        raise ValueError(f"Option '{option}': empty topic name; expected e.g. persistent://public/default/orders")
+    if "://" not in text:
+        parts = text.split("/")
+        if len(parts) == 1:
+            text = f"persistent://public/default/{text}"
+        elif len(parts) == 3:
+            text = f"persistent://{text}"
+        else:
+            raise ValueError(f"Option '{option}': invalid topic name '{name}'; expected persistent://tenant/namespace/topic, tenant/namespace/topic or topic")
+    match = NAME.match(text)
+    if not match:
+        raise ValueError(f"Option '{option}': invalid topic name '{name}'; expected persistent://tenant/namespace/topic")
+    if match["domain"] != "persistent":
+        raise ValueError(f"Option '{option}': topic '{name}' is non-persistent; only persistent topics can be read with offsets")
+    return TopicName(match["domain"], match["tenant"], match["namespace"], match["local"])
 
 
 def namespace_rest_path(namespace: str) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from ..positions import BEFORE_EARLIEST
@@ -48,6 +49,7 @@ REFINE_LOOKUPS = 32  # bisection lookups per partition and call, to find where t
 CONCURRENT_LOOKUPS = 8
 LOOKUP_WAIT_S = 0.05  # per planning call, over all partitions (see the module doc)
 WAIT_ALL_UP_TO = 64  # partitions with backlog in a planning call that waits for all its lookups
+ESTIMATE_REFRESH_S = 30.0  # how old a partition's messages per entry may grow before its newest entry is sampled
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,10 @@ class EntrySizes:
         self._pool: ThreadPoolExecutor | None = None
         self._answers: dict[str, tuple[object, LearnedEntries]] = {}  # each partition's last answer, and its question
         self._complete = True  # whether the answer being learned is all there is to learn now
+        self._learned_at: dict[str, float] = {}  # when each partition's messages per entry were last learned
+        self._topic_per_entry: dict[str, float] = {}  # the last learned of any partition of each topic
+        self._samples: dict[str, Future[Mapping[str, str] | None]] = {}  # a partition's newest entry, looked up
+        self._estimates: dict[float, LearnedEntries] = {}
 
     def new_plan(self, partitions: int = 0) -> None:
         """A planning call starts, over `partitions` partitions with backlog."""
@@ -168,12 +174,55 @@ class EntrySizes:
         `reach`: the head's entries known before one still being looked up (admit no further)."""
         learned = values.learned()
         if learned.msgs is not None and learned.msgs.per_entry is not None:
-            self._per_entry[partition] = learned.msgs.per_entry
+            self._remember_per_entry(partition, learned.msgs.per_entry)
         elif partition in self._per_entry:
             learned = LearnedEntries(EntryValues((), ((0, self._per_entry[partition]),)), None)
         else:
             learned = LearnedEntries()
         return learned if reach is None else replace(learned, reach=reach)
+
+    def _remember_per_entry(self, partition: str, per_entry: float) -> None:
+        self._per_entry[partition] = per_entry
+        self._learned_at[partition] = self._clock()
+        self._topic_per_entry[_topic_of(partition)] = per_entry
+
+    def estimate(self, partition: str, backlog: Backlog) -> LearnedEntries | None:
+        """What the backlog's entries are thought to hold, without waiting on a lookup: the messages
+        per entry last learned for the partition, else for another partition of its topic (producers
+        batch a topic's partitions alike); None when neither is known. Bytes are left to the ledgers'
+        averages. A partition whose figure is older than ESTIMATE_REFRESH_S (or its topic's) has its
+        newest entry looked up in the background, so a producer that changed its batching is seen."""
+        sample = self._samples.get(partition)
+        if sample is not None and sample.done():
+            del self._samples[partition]
+            try:
+                headers = sample.result()
+            except Exception:  # an outage: a later estimate samples again
+                headers = None
+            if headers is not None:
+                self._remember_per_entry(partition, max(1.0, float(messages_in_entry(headers))))
+        per_entry = self._per_entry.get(partition)
+        if per_entry is None:
+            per_entry = self._topic_per_entry.get(_topic_of(partition))
+        due = self._clock() - self._learned_at.get(partition, -math.inf) >= ESTIMATE_REFRESH_S
+        if due and partition not in self._samples and backlog.entries and self._budget > 0:
+            self._budget -= 1
+            ledger, first, count, _ = backlog.runs[-1]
+            self._samples[partition] = self._lookups().submit(self._admin.entry_headers, TopicName.parse(partition),
+                                                              ledger, first + count - 1)
+        if per_entry is None:
+            return None
+        estimate = self._estimates.get(per_entry)
+        if estimate is None:  # immutable: one per value serves every partition (its totals cached inside)
+            if len(self._estimates) >= 4096:  # averages take many values over hours
+                self._estimates.clear()
+            estimate = self._estimates[per_entry] = LearnedEntries(EntryValues((), ((0, per_entry),)), None)
+        return estimate
+
+    def _lookups(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(CONCURRENT_LOOKUPS, thread_name_prefix="pulsar-entry-lookups")
+        return self._pool
 
     def _beyond(self, partition: str, backlog: Backlog, values: _Known, msgs: float, size: float) -> None:
         """Past the exact head: sample the entries the quotas could still reach, reaching further
@@ -262,9 +311,7 @@ class EntrySizes:
         for position in positions:
             if position not in known and position not in pending and self._budget > 0:
                 self._budget -= 1
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(CONCURRENT_LOOKUPS, thread_name_prefix="pulsar-entry-lookups")
-                pending[position] = self._pool.submit(self._admin.entry_headers, topic, *position)
+                pending[position] = self._lookups().submit(self._admin.entry_headers, topic, *position)
         for position in positions if wait else [p for p, f in pending.items() if f.done()]:
             future = pending.get(position)
             if future is not None and not future.done():
@@ -283,6 +330,11 @@ class EntrySizes:
                     headers = self._admin.entry_headers(topic, *position)
                 if headers is not None:  # None: no longer stored; data loss is for the planner to report
                     known[position] = EntrySize(messages_in_entry(headers), stored_bytes(headers))
+
+
+@lru_cache(maxsize=16384)
+def _topic_of(partition: str) -> str:
+    return str(TopicName.parse(partition).base)
 
 
 def _size(entry: EntrySize, backlog: Backlog, index: int) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from ..metadata.entry_sizes import EntrySizes
 from ..metadata.layout import Backlog
@@ -74,9 +75,11 @@ class BatchAdmission:
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
+        sizes = self._entry_sizes()
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
                                bytes_for=backlog.bytes_for,
-                               learn_entries=self._entry_sizes().learner(partition, backlog),
+                               learn_entries=sizes.learner(partition, backlog),
+                               estimate_entries=partial(sizes.estimate, partition, backlog),
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 

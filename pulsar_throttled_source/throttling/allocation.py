@@ -83,11 +83,12 @@ def new_plan(
     specs: list[BucketSpec],
     config: QuotaConfig,
     unthrottled: bool,
+    estimate: LearnedEntries | None = None,
 ) -> PartitionPlan:
     """A plan with nothing admitted yet: whether throttling applies, and how entries convert to
     messages and bytes. With a message quota in precise mode, or a byte quota in either mode, that
     asks the demand about the entries the tightest quota could admit (before the buckets are
-    locked: it may look entries up)."""
+    locked: it may look entries up), unless `estimate` prices them (see headroom)."""
     backlog = max(0, demand.backlog_entries)
     if unthrottled:
         reason: str | None = "ReadAllAvailable"
@@ -105,7 +106,9 @@ def new_plan(
     msg_quotas = [spec.quota_msgs for spec in specs if math.isfinite(spec.quota_msgs)] if precise else []
     byte_quotas = [spec.quota_bytes for spec in specs if math.isfinite(spec.quota_bytes)]
     learned = LearnedEntries()
-    if backlog and demand.learn_entries is not None and (msg_quotas or byte_quotas):
+    if estimate is not None and reason is None:
+        learned = estimate
+    elif backlog and demand.learn_entries is not None and (msg_quotas or byte_quotas):
         # No window admits more than the tightest quota (plus an entry): learning the entries that
         # hold that much prices every admission by what it reads. (Unthrottled, one entry's
         # values price what is charged.)

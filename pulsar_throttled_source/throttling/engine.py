@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 
 from .allocation import RotatingCursor, admit, new_plan
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, source_key
+from .entry_values import LearnedEntries
 from .estimators import SmoothedPublishRates
+from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota
 from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
 from .report import LevelReport, level_reports, summary_line
-from .store import QuotaStore
+from .store import BucketState, QuotaStore
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class QuotaEngine:
         # What this engine last charged each bucket against (pays back a relative quota).
         self._charged_quota: dict[str, ChargedQuota] = {}
         self._next_purge = 0.0
+        self._last_states: dict[str, BucketState] = {}  # large plans' buckets as last charged (see headroom)
 
     def plan(
         self, demands: Sequence[PartitionDemand], unthrottled: bool = False
@@ -61,10 +64,12 @@ class QuotaEngine:
         def publish_rate(demand: PartitionDemand, period_s: int) -> tuple[float, float]:
             return self._publish_rates.rate(demand, period_s, now)
 
-        plans = []
-        for index, demand in enumerate(demands):
-            specs = partition_specs(demand, source_spec, publish_rate)
-            plans.append(new_plan(demand, index, specs, self.config, unthrottled))
+        specs = [partition_specs(demand, source_spec, publish_rate) for demand in demands]
+        estimates: list[LearnedEntries | None] = [None] * len(demands)
+        if len(demands) > ESTIMATE_ABOVE and not unthrottled:
+            estimates = estimates_far_from_quota(demands, specs, self._remaining_after_last_plans(specs, now))
+        plans = [new_plan(demand, index, demand_specs, self.config, unthrottled, estimate)
+                 for index, (demand, demand_specs, estimate) in enumerate(zip(demands, specs, estimates, strict=True))]
         specs_by_key: dict[str, BucketSpec] = {}
         for plan in plans:
             for spec in plan.specs:
@@ -91,12 +96,25 @@ class QuotaEngine:
             tx.put_many({key: bucket.state() for key, bucket in charged.items()})
             for key, bucket in charged.items():
                 self._charged_quota[key] = bucket.charged_quota()
+        self._last_states.update((key, bucket.state()) for key, bucket in buckets.items())
 
         self._cursor.record(plans)
         self._last_levels = level_reports(buckets.values())
         admissions = [plan.admission() for plan in plans]
         log.debug("query %s plan: %s", self.config.query_id, admissions)
         return admissions
+
+    def _remaining_after_last_plans(self, specs: Sequence[Sequence[BucketSpec]], now: float) -> dict[str, tuple[float, float]]:
+        """What each bucket had left after this engine's last plan with it, rolled forward to now: read
+        from memory, not the store (the plan's transaction reads the store and admits by it; another
+        planner's charges since then are missed here, which the HEADROOM margin absorbs)."""
+        remaining: dict[str, tuple[float, float]] = {}
+        for demand_specs in specs:
+            for spec in demand_specs:
+                if spec.key not in remaining and spec.key in self._last_states:
+                    bucket = roll_forward(spec, self._last_states[spec.key], now, self._charged_quota.get(spec.key))
+                    remaining[spec.key] = bucket.remaining()
+        return remaining
 
     def summary(self, admissions: Sequence[Admission]) -> str:
         """One human log line: per level what was admitted and why partitions were held back.

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from .entry_values import LearnEntries
+from .entry_values import LearnedEntries, LearnEntries
 
 ThrottlingMode = Literal["precise", "batch"]
 
@@ -70,6 +70,9 @@ class PartitionDemand:
     publish_rate_bytes: float = 0.0  # bytes/s published
     topic_rates: tuple[tuple[str, Rate], ...] = ()  # (origin, rate) pairs, all ANDed
     subscription_rates: tuple[tuple[str, Rate], ...] = ()  # same for the subscription level
+    # What the partition's entries are thought to hold without looking any up (None: nothing known);
+    # large plans price partitions far below their quotas by it (see headroom).
+    estimate_entries: Callable[[], LearnedEntries | None] | None = None
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import threading
 import time
 
 from pulsar_throttled_source.metadata.entry_sizes import (
+    ESTIMATE_REFRESH_S,
     EXACT_AHEAD,
     HEAD_CHUNK,
     LOOKUPS_PER_PLAN,
@@ -235,3 +236,37 @@ def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_furt
     finally:
         admin.answer.set()
         sizes.close()
+
+
+def test_an_estimate_is_the_last_learned_figure_of_the_partition_or_its_topic_and_is_refreshed_by_sampling():
+    admin = FakeAdmin([4] * 50 + [9] * 50)
+    clock = [0.0]
+    sizes = EntrySizes(admin, clock=lambda: clock[0])  # type: ignore[arg-type]
+    p1 = "persistent://public/default/t-partition-1"
+    try:
+        sizes.new_plan()
+        assert sizes.estimate(P0, backlog_after(9, 50)) is None  # nothing known yet ...
+        wait_for(lambda: sizes.estimate(P0, backlog_after(9, 50)) is not None)  # ... its newest entry is looked up
+        assert (5, 49) in admin.lookups
+        estimate = sizes.estimate(P0, backlog_after(9, 50))
+        assert estimate is not None and estimate.msgs is not None and estimate.msgs.per_entry == 4.0
+        sibling = sizes.estimate(p1, backlog_after(9, 50))  # another partition of the topic: its figure
+        assert sibling is not None and sibling.msgs is not None and sibling.msgs.per_entry == 4.0
+        asked = len(admin.lookups)
+        for _ in range(10):  # within ESTIMATE_REFRESH_S nothing more is asked for P0
+            sizes.estimate(P0, backlog_after(9, 100))
+        assert len([a for a in admin.lookups[asked:] if a != (5, 49)]) == 0
+        clock[0] += ESTIMATE_REFRESH_S  # the producer has batched 9 per entry since: seen once sampled
+        sizes.new_plan()
+        wait_for(lambda: (e := sizes.estimate(P0, backlog_after(9, 100))) is not None and e.msgs is not None
+                 and e.msgs.per_entry == 9.0)
+        assert (5, 99) in admin.lookups
+    finally:
+        sizes.close()
+
+
+def wait_for(condition, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
