@@ -6,7 +6,7 @@ what Arrow cannot do in bulk (see bench/throughput.py for what each costs).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -48,14 +48,14 @@ class EntryIds:
         split = _batch_index_field(whole)
         if split is None:
             return
-        head, tail = whole[:split], whole[split + 1 + len(_varint(index)):]
-        if head + b"\x20" + _varint(index) + tail == whole:
+        head, tail = whole[:split], whole[split + 1 + len(varint(index)):]
+        if head + b"\x20" + varint(index) + tail == whole:
             self.head, self.tail = head + b"\x20", tail
 
     def serialized(self, mid: Any, index: int) -> bytes:
         if self.head is None:
             return mid.serialize()
-        return self.head + _varint(index) + self.tail
+        return self.head + varint(index) + self.tail
 
 
 def _batch_index_field(data: bytes) -> int | None:
@@ -84,11 +84,12 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-_VARINTS = [_encode_varint(i) for i in range(4096)]  # batch indexes: producers batch up to 1000 by default
+CACHED_VARINTS = 4096  # batch indexes: producers batch up to 1000 by default
+VARINTS = [_encode_varint(i) for i in range(CACHED_VARINTS)]
 
 
-def _varint(value: int) -> bytes:
-    return _VARINTS[value] if value < 4096 else _encode_varint(value)
+def varint(value: int) -> bytes:
+    return VARINTS[value] if value < CACHED_VARINTS else _encode_varint(value)
 
 
 _NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it
@@ -97,39 +98,53 @@ _TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
 
 
 class Columns:
-    """Column lists for one Arrow batch, filled message by message."""
+    """The messages of one Arrow batch, with what the read loop knows of each without asking the
+    message (its id's bytes, its entry's publish time and producer). The message's own fields are
+    read at to_batch, one column at a time with `map` over the messages: the native calls stay, the
+    Python work around each of them goes (bench/profile_read.py)."""
 
-    __slots__ = ("keys", "values", "ids", "publish_ms", "event_ms", "props", "ordering", "producers", "rows")
+    __slots__ = ("msgs", "ids", "publish_ms", "producers")
 
     def __init__(self) -> None:
-        self.keys: list[str | None] = []
-        self.values: list[bytes | None] = []
-        self.ordering: list[str | None] = []
-        self.producers: list[str] = []
+        self.msgs: list[Any] = []
         self.ids: list[bytes] = []
         self.publish_ms: list[int] = []
-        self.event_ms: list[int] = []  # 0 = unset, as the client reports it
-        self.props: list[Sequence[tuple[str, str]]] = []
-        self.rows = 0
+        self.producers: list[str] = []
+
+    @property
+    def rows(self) -> int:
+        return len(self.msgs)
 
     def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
         """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry."""
-        self.keys.append(msg.partition_key() or None)
-        data = msg.data()
-        # A null value (a tombstone) arrives as b"": only an empty payload needs the native check.
-        self.values.append(data if data or not msg.has_null_value() else None)
-        self.ordering.append(msg.ordering_key() or None)
-        self.producers.append(producer)
+        self.msgs.append(msg)
         self.ids.append(serialized_id)
         self.publish_ms.append(publish_ms)
-        self.event_ms.append(msg.event_timestamp())
-        p = msg.properties()
-        self.props.append(list(p.items()) if p else _NO_PROPERTIES)
-        self.rows += 1
+        self.producers.append(producer)
+
+    def appenders(self) -> tuple[list[Any], Callable[[Any], None], Callable[[bytes], None], Callable[[int], None],
+                                 Callable[[str], None]]:
+        """The message list and the bound appends of add(), for a read loop that inlines it."""
+        return self.msgs, self.msgs.append, self.ids.append, self.publish_ms.append, self.producers.append
+
+    def keys(self) -> pa.Array:
+        return _empty_as_null(self._field("partition_key"))  # the client reports "no key" as ""
+
+    def values(self) -> list[bytes | None]:
+        data = self._field("data")
+        if b"" in data:  # a null value (a tombstone) arrives as b"": only empty payloads need the native check
+            has_null_value = type(self.msgs[0]).has_null_value
+            data = [d if d or not has_null_value(m) else None for d, m in zip(data, self.msgs, strict=True)]
+        return data
+
+    def _field(self, name: str) -> list[Any]:
+        if not self.msgs:
+            return []
+        return list(map(getattr(type(self.msgs[0]), name), self.msgs))
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         key, topic, index, ids, publish, event, props, ordering, producer = metadata_arrays(self, partition, partition_index)
-        return pa.RecordBatch.from_arrays([key, pa.array(self.values, pa.binary()), topic, index, ids, publish, event, props,
+        return pa.RecordBatch.from_arrays([key, pa.array(self.values(), pa.binary()), topic, index, ids, publish, event, props,
                                            ordering, producer], schema=ARROW_SCHEMA)
 
 
@@ -139,20 +154,36 @@ def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> l
     import pyarrow.compute as pc
 
     n = columns.rows
-    event = pa.array(columns.event_ms, pa.int64())
-    event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)
+    event = pa.array(columns._field("event_timestamp"), pa.int64())
+    event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)  # 0 = unset, as the client reports it
     return [
-        # Via large_string: pyarrow converts an all-None list to string ~100x slower.
-        pa.array(columns.keys, pa.large_string()).cast(pa.string()),
+        columns.keys(),
         pa.repeat(pa.scalar(partition, pa.string()), n),
         pa.repeat(pa.scalar(partition_index, pa.int32()), n),
         pa.array(columns.ids, pa.binary()),
         _ms_to_timestamp(pa.array(columns.publish_ms, pa.int64())),
         _ms_to_timestamp(event),
-        pa.array(columns.props, ARROW_SCHEMA.field("properties").type),
-        pa.array(columns.ordering, pa.large_string()).cast(pa.string()),
+        _properties(columns._field("properties")),
+        _empty_as_null(columns._field("ordering_key")),
         pa.array(columns.producers, pa.string()),
     ]
+
+
+_PROPERTIES = ARROW_SCHEMA.field("properties").type
+
+
+def _properties(props: list[dict[str, str]]) -> pa.Array:
+    if not any(props):  # most topics: no message has properties
+        return pa.MapArray.from_arrays(pa.array([0] * (len(props) + 1), pa.int32()), pa.array([], pa.string()),
+                                       pa.array([], pa.string()))
+    return pa.array([list(p.items()) if p else _NO_PROPERTIES for p in props], _PROPERTIES)
+
+
+def _empty_as_null(strings: list[str]) -> pa.Array:
+    import pyarrow.compute as pc
+
+    array = pa.array(strings, pa.string())
+    return pc.if_else(pc.equal(pc.binary_length(array), 0), pa.scalar(None, pa.string()), array)
 
 
 def _ms_to_timestamp(millis: pa.Array) -> pa.Array:

@@ -50,46 +50,48 @@ def decoder_for(partition: str, cfg: ClientConfig) -> PayloadDecoder:
 
 
 class DecodedColumns(Columns):
-    """Column lists for one Arrow batch of decoded rows, filled message by message: the raw
-    columns' lists (the payloads stay in `values`), plus each payload decoded."""
+    """The messages of one Arrow batch of decoded rows: the raw columns (the payloads stay in
+    `value`), plus each payload decoded when the batch is built."""
 
-    __slots__ = ("_decoder", "_partition", "_schema", "decoded", "corrupt")
+    __slots__ = ("_decoder", "_partition", "_schema")
 
     def __init__(self, decoder: PayloadDecoder, partition: str) -> None:
         super().__init__()
         self._decoder = decoder
         self._partition = partition
         self._schema: ValueSchema = decoder.schema
-        self.decoded: list[Any] = []
-        self.corrupt: list[bytes | None] = []
 
-    def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
-        super().add(msg, serialized_id, publish_ms, producer)
-        value: Any = None
-        corrupt = None
-        payload = self.values[-1]  # None: a null value, a row of null fields (a SEPARATED KeyValue keeps its key)
-        try:
-            value = self._decoder.decode(payload, msg.int_schema_version(), self.keys[-1] or "")
-        except DecodeError as e:
-            if not self._schema.corrupt_records:
-                mid = msg.message_id()
-                raise UndecodablePayload(
-                    f"Cannot decode message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} of {self._partition} "
-                    f"with the topic's {self._schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
-                    "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
-            corrupt = payload if payload is not None else b""
-        self.decoded.append(value)
-        self.corrupt.append(corrupt)
+    def _decode(self, payloads: list[bytes | None]) -> tuple[list[Any], list[bytes | None]]:
+        decoded: list[Any] = []
+        corrupt: list[bytes | None] = []
+        keys, versions = self._field("partition_key"), self._field("int_schema_version")
+        for msg, payload, key, version in zip(self.msgs, payloads, keys, versions, strict=True):
+            value: Any = None
+            bad = None
+            try:  # None: a null value, a row of null fields (a SEPARATED KeyValue keeps its key)
+                value = self._decoder.decode(payload, version, key)
+            except DecodeError as e:
+                if not self._schema.corrupt_records:
+                    mid = msg.message_id()
+                    raise UndecodablePayload(
+                        f"Cannot decode message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} of {self._partition} "
+                        f"with the topic's {self._schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
+                        "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
+                bad = payload if payload is not None else b""
+            decoded.append(value)
+            corrupt.append(bad)
+        return decoded, corrupt
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         schema = self._schema.arrow_schema
+        decoded, corrupt = self._decode(self.values())
         if self._schema.kind in STRUCT_KINDS:
             # One pass in Arrow over the rows' dicts (a None row: null fields), then one column per
             # field: ~6x cheaper than a Python pass per field.
-            value_columns = pa.array(self.decoded, self._schema.column_type).flatten()
+            value_columns = pa.array(decoded, self._schema.column_type).flatten()
         else:
-            value_columns = [pa.array(self.decoded, self._schema.column_type)]
+            value_columns = [pa.array(decoded, self._schema.column_type)]
         columns = [*value_columns, *metadata_arrays(self, partition, partition_index)]
         if self._schema.corrupt_records:
-            columns.append(pa.array(self.corrupt, pa.binary()))
+            columns.append(pa.array(corrupt, pa.binary()))
         return pa.RecordBatch.from_arrays(columns, schema=schema)

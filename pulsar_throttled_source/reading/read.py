@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
-from .arrow_rows import Columns, EntryIds
+from .arrow_rows import CACHED_VARINTS, VARINTS, Columns, EntryIds, varint
 from .client_cache import drop_client, has_message_available, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
@@ -114,6 +114,9 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     producer = ""
     serialized = b""
     ids = EntryIds()
+    id_head: bytes | None = None
+    id_tail = b""
+    rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
     idle_ms = 0
 
     def done(settled: bool) -> bool:
@@ -171,13 +174,20 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
                 producer = msg.producer_name()
                 ids.new_entry(mid, index)
+                id_head, id_tail = ids.head, ids.tail
             prev_index = index
             if skip:
                 continue
-            columns.add(msg, serialized if index < 0 else ids.serialized(mid, index), publish_ms, producer)
-            if columns.rows >= limit:
+            # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
+            add_msg(msg)
+            add_id(serialized if index < 0 else id_head + (VARINTS[index] if index < CACHED_VARINTS else varint(index)) + id_tail
+                   if id_head is not None else mid.serialize())
+            add_publish(publish_ms)
+            add_producer(producer)
+            if len(rows) >= limit:
                 yield columns.to_batch(part.partition, part.partition_index)
                 columns = new_columns()
+                rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
             if account is not None and account.cursor.exhausted:
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).

@@ -157,10 +157,7 @@ def test_entry_past_the_max_read_position_is_waited_for_then_skipped_if_aborted(
 
 @pytest.mark.parametrize("ledger, entry, first", [(3, 3, (3, 1)), (123456789, 70000, (123456788, 5)), (58, 58, (58, 0))])
 def test_first_chunk_position_matches_the_client(ledger: int, entry: int, first: tuple[int, int]) -> None:
-    from pulsar_throttled_source.reading.arrow_rows import _varint
-
-    def varint(v: int) -> bytes:
-        return _varint(v)
+    from pulsar_throttled_source.reading.arrow_rows import varint
 
     inner = b"\x08" + varint(first[0]) + b"\x10" + varint(first[1])
     data = b"\x08" + varint(ledger) + b"\x10" + varint(entry) + b"\x3a" + varint(len(inner)) + inner

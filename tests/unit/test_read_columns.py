@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pulsar
 import pytest
 
-from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, _varint
+from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, varint
 
 
 @pytest.mark.parametrize("partition", [-1, 0, 3, 127, 128, 70000])
@@ -49,11 +49,11 @@ def test_unexpected_shapes_fall_back_to_the_native_call():
 
 
 def test_varint_matches_protobuf_encoding():
-    assert _varint(0) == b"\x00"
-    assert _varint(127) == b"\x7f"
-    assert _varint(128) == b"\x80\x01"
-    assert _varint(300) == b"\xac\x02"
-    assert _varint(70000) == b"\xf0\xa2\x04"
+    assert varint(0) == b"\x00"
+    assert varint(127) == b"\x7f"
+    assert varint(128) == b"\x80\x01"
+    assert varint(300) == b"\xac\x02"
+    assert varint(70000) == b"\xf0\xa2\x04"
 
 
 class FakeMessage:

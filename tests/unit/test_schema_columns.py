@@ -133,11 +133,11 @@ def test_rows_hold_decoded_fields_null_values_and_undecodable_payloads_as_asked(
         columns = DecodedColumns(PayloadDecoder(schema, writers.get), "persistent://public/default/t-partition-1")
         columns.add(FakeMessage(avro(V1, {"id": 1, "item": "tea"}), 0, key="k"), b"id1", 1000, "producer")
         columns.add(FakeMessage(None), b"id2", 1000, "producer")  # a tombstone
-        if not corrupt_records:
-            with pytest.raises(UndecodablePayload, match="message 5:7:2 of .*t-partition-1 .*decodeErrorMode=permissive"):
-                columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
-            continue
         columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
+        if not corrupt_records:  # payloads are decoded as the batch is built
+            with pytest.raises(UndecodablePayload, match="message 5:7:2 of .*t-partition-1 .*decodeErrorMode=permissive"):
+                columns.to_batch("persistent://public/default/t-partition-1", 1)
+            continue
         batch = columns.to_batch("persistent://public/default/t-partition-1", 1)
         assert batch.schema == schema.arrow_schema
         rows = batch.to_pylist()
