@@ -15,7 +15,7 @@ bench/out/read_flame.svg. Then reads the same messages with the Java client (ben
 run with Java's single-file launcher on the broker's jars), touching every field the columns carry:
 the rate a read path with no Python object per message could approach (the native path's ceiling).
 
-    .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3] [--no-flame]
+    .venv/bin/python bench/profile_read.py [--messages 1000000] [--rounds 3] [--no-flame] [--no-java] [--unbatched]
 """
 
 from __future__ import annotations
@@ -85,13 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--no-flame", action="store_true", help="skip the py-spy flame graph")
     parser.add_argument("--no-java", action="store_true", help="skip the Java client's reader loop")
+    parser.add_argument("--unbatched", action="store_true", help="produce one message per entry (batching off)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="bench-profile-read-"))
     with LocalBroker(data_dir=work / "broker") as broker:
         topic = str(TopicName.parse(f"bench-profile-read-{time.time_ns()}"))
         t0 = time.perf_counter()
-        produce(broker.service_url, topic, args.messages, args.size)
+        produce(broker.service_url, topic, args.messages, args.size, batching=not args.unbatched)
         print(f"produced {args.messages:,} messages of {args.size} B in {time.perf_counter() - t0:.1f} s")
         stream = AdmissionControlStreamReader(parse_options({
             "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,

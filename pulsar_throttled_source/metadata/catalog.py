@@ -81,6 +81,7 @@ class PartitionCatalog:
         self._transactions: bool | None = None  # whether the broker runs a transaction coordinator
         self._max_read: dict[str, EntryPosition] = {}
         self._seen: set[TopicName] = set()
+        self._built: dict[str, PartitionLayout] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._refresh = BackgroundRefresh(self._fetch, self._refresh_s, "pulsar-catalog-refresh", clock, in_background)
 
@@ -112,6 +113,7 @@ class PartitionCatalog:
             stats.update(outcome[1])
             self._seen.add(topic)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
+        self._built = ordered  # the next refresh reuses the layouts of partitions that did not move
         if with_stats:
             self._stats, self._stats_at = stats, now
         return CatalogSnapshot(now, ordered, self._stats, self._max_read_positions(ordered), self._stats_at)
@@ -167,12 +169,13 @@ class PartitionCatalog:
         if partitioned:
             # One request for every partition's ledgers; new partitions appear here too.
             for name, internal in self._admin.partitioned_internal_stats(topic).items():
-                layouts[name] = PartitionLayout.from_internal_stats(name, internal)
+                layouts[name] = PartitionLayout.from_internal_stats(name, internal, self._built.get(name))
             if with_stats:
                 for name, s in self._admin.partitioned_stats(topic).items():
                     stats[name] = _publish_stats(s)
         else:
-            layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic))
+            layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic),
+                                                                      self._built.get(str(topic)))
             if with_stats:
                 stats[str(topic)] = _publish_stats(self._admin.stats(topic))
         return layouts, stats

@@ -49,7 +49,7 @@ REFINE_LOOKUPS = 32  # bisection lookups per partition and call, to find where t
 CONCURRENT_LOOKUPS = 8
 LOOKUP_WAIT_S = 0.05  # per planning call, over all partitions (see the module doc)
 WAIT_ALL_UP_TO = 64  # partitions with backlog in a planning call that waits for all its lookups
-ESTIMATE_REFRESH_S = 30.0  # how old a partition's messages per entry may grow before its newest entry is sampled
+ESTIMATE_REFRESH_S = 60.0  # how old a partition's messages per entry may grow before its newest entry is sampled
 
 
 @dataclass(frozen=True)

@@ -131,6 +131,7 @@ class Columns:
         return _empty_as_null(self._field("partition_key"))  # the client reports "no key" as ""
 
     def values(self) -> list[bytes | None]:
+        """The payloads as Python bytes (a null value: None), for decoding."""
         data = self._field("data")
         if b"" in data:  # a null value (a tombstone) arrives as b"": only empty payloads need the native check
             has_null_value = type(self.msgs[0]).has_null_value
@@ -142,10 +143,28 @@ class Columns:
             return []
         return list(map(getattr(type(self.msgs[0]), name), self.msgs))
 
+    def value_array(self) -> pa.Array:
+        """The payloads as Arrow binary, copied in one at a time (the messages hold them until then:
+        a list of them all beside the messages and the array would be a third copy)."""
+        import pyarrow.compute as pc
+
+        if not self.msgs:
+            return pa.array([], pa.binary())
+        values = pa.array(map(type(self.msgs[0]).data, self.msgs), pa.binary(), size=len(self.msgs))
+        empty = pc.equal(pc.binary_length(values), 0)
+        if not pc.any(empty).as_py():
+            return values
+        # A null value (a tombstone) arrives as b"": only empty payloads need the native check.
+        has_null_value = type(self.msgs[0]).has_null_value
+        null = [False] * len(self.msgs)
+        for i in pc.indices_nonzero(empty).to_pylist():
+            null[i] = bool(has_null_value(self.msgs[i]))
+        return pc.if_else(pa.array(null, pa.bool_()), pa.scalar(None, pa.binary()), values)
+
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         key, topic, index, ids, publish, event, props, ordering, producer = metadata_arrays(self, partition, partition_index)
-        return pa.RecordBatch.from_arrays([key, pa.array(self.values(), pa.binary()), topic, index, ids, publish, event, props,
-                                           ordering, producer], schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_arrays([key, self.value_array(), topic, index, ids, publish, event, props, ordering, producer],
+                                          schema=ARROW_SCHEMA)
 
 
 def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> list[pa.Array]:

@@ -114,6 +114,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     producer = ""
     serialized = b""
     ids = EntryIds()
+    cursor_exhausted = False
     id_head: bytes | None = None
     id_tail = b""
     rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
@@ -138,6 +139,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 idle_ms += poll_ms
                 if account is not None and done(account.walk()):
                     break
+                cursor_exhausted = account is not None and account.cursor.exhausted
                 if idle_ms >= cfg.poll_timeout_ms and (account is None or not account.cursor.exhausted):
                     raise read_timeout(part, last_pos, account.held_back_at if account is not None else None) from None
                 continue
@@ -175,6 +177,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 producer = msg.producer_name()
                 ids.new_entry(mid, index)
                 id_head, id_tail = ids.head, ids.tail
+                # Only an entry's first message (or an idle walk) moves the cursor: asked once here.
+                cursor_exhausted = account is not None and account.cursor.exhausted
             prev_index = index
             if skip:
                 continue
@@ -188,7 +192,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 yield columns.to_batch(part.partition, part.partition_index)
                 columns = new_columns()
                 rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
-            if account is not None and account.cursor.exhausted:
+            if cursor_exhausted:
+                assert account is not None
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
                 more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part)

@@ -25,7 +25,7 @@ FIRST_READ_REASON = "messages per entry not known yet: first read admits 1 entry
 SHARE_REASON = f"{SOURCE_LEVEL} share"
 
 
-@dataclass
+@dataclass(slots=True)
 class PartitionPlan:
     """One partition's admission while it is being worked out."""
 

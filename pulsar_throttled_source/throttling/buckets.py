@@ -23,7 +23,7 @@ EPSILON = 1e-6
 PublishRate = Callable[[PartitionDemand, int], tuple[float, float]]
 
 
-@dataclass
+@dataclass(slots=True)
 class BucketSpec:
     """A bucket as one demand sees it: where it lives and its effective quota now."""
 
@@ -43,7 +43,7 @@ class ChargedQuota(NamedTuple):
     bytes: float
 
 
-@dataclass
+@dataclass(slots=True)
 class Bucket:
     """A bucket loaded from the store, rolled forward to the current window."""
 

@@ -67,7 +67,8 @@ class QuotaEngine:
         specs = [partition_specs(demand, source_spec, publish_rate) for demand in demands]
         estimates: list[LearnedEntries | None] = [None] * len(demands)
         if len(demands) > ESTIMATE_ABOVE and not unthrottled:
-            estimates = estimates_far_from_quota(demands, specs, self._remaining_after_last_plans(specs, now))
+            estimates = estimates_far_from_quota(demands, specs, self._remaining_after_last_plans(specs, now),
+                                                 precise=self.config.mode == "precise")
         plans = [new_plan(demand, index, demand_specs, self.config, unthrottled, estimate)
                  for index, (demand, demand_specs, estimate) in enumerate(zip(demands, specs, estimates, strict=True))]
         specs_by_key: dict[str, BucketSpec] = {}

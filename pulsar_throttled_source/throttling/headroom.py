@@ -24,19 +24,26 @@ ESTIMATE_ABOVE = 64  # partitions with backlog in a plan; smaller plans look eve
 HEADROOM = 10.0  # a bucket's remaining quota over the plan's estimated charge to it
 
 
-@dataclass
+@dataclass(slots=True)
 class _Charge:
     msgs: float = 0.0
     bytes: float = 0.0
 
 
+def _priced(specs: Sequence[BucketSpec], precise: bool) -> bool:
+    return any(math.isfinite(spec.quota_bytes) or (precise and math.isfinite(spec.quota_msgs)) for spec in specs)
+
+
 def estimates_far_from_quota(demands: Sequence[PartitionDemand], specs: Sequence[Sequence[BucketSpec]],
-                             remaining: Mapping[str, tuple[float, float]]) -> list[LearnedEntries | None]:
+                             remaining: Mapping[str, tuple[float, float]], precise: bool) -> list[LearnedEntries | None]:
     """Per demand, the estimate to price it by, or None to learn its entries (the usual path).
 
     `remaining`: what each bucket had left after the last plan that charged it, rolled forward to
-    now; a bucket not in it (never charged by this engine) keeps its partitions on the usual path."""
-    estimates = [demand.estimate_entries() if demand.estimate_entries is not None else None for demand in demands]
+    now; a bucket not in it (never charged by this engine) keeps its partitions on the usual path.
+    Only demands that would be priced entry by entry are estimated (a message quota in precise
+    mode, or a byte quota): batch mode with message quotas counts entries and asks nothing."""
+    estimates = [demand.estimate_entries() if demand.estimate_entries is not None and _priced(demand_specs, precise)
+                 else None for demand, demand_specs in zip(demands, specs, strict=True)]
     charges: dict[str, _Charge] = {}
     for demand, demand_specs, estimate in zip(demands, specs, estimates, strict=True):
         per_entry = estimate.msgs.per_entry if estimate is not None and estimate.msgs is not None else None

@@ -59,7 +59,7 @@ class QuotaConfig:
             )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionDemand:
     partition: str  # full partition topic name, e.g. persistent://public/default/t-partition-0
     subscription: str
@@ -75,7 +75,7 @@ class PartitionDemand:
     estimate_entries: Callable[[], LearnedEntries | None] | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Admission:
     partition: str
     entries: int  # entries admitted for this planning call (0..backlog_entries)

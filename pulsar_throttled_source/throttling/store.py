@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 
-@dataclass
+@dataclass(slots=True)
 class BucketState:
     """What one bucket has admitted.
 

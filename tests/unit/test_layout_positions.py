@@ -29,6 +29,19 @@ def test_layout_uses_current_ledger_counts_and_skips_empty_ledgers():
     assert LAYOUT.total_entries == 12
 
 
+def test_a_refresh_reuses_the_layout_of_a_partition_that_did_not_move_and_rebuilds_one_that_did():
+    base = stats([(3, 5, 500), (9, 0, 0)], current=(2, 40), lce="9:1", added=7)
+    first = PartitionLayout.from_internal_stats("p", base)
+    assert PartitionLayout.from_internal_stats("p", json.loads(json.dumps(base)), first) is first  # same stats: reused
+    written = stats([(3, 5, 500), (9, 0, 0)], current=(3, 60), lce="9:2", added=8)
+    trimmed = stats([(9, 0, 0)], current=(2, 40), lce="9:1", added=7)  # retention dropped ledger 3, nothing written
+    acked = dict(base, cursors={"sub": {"markDeletePosition": "9:0"}})
+    for moved in (written, trimmed, acked):
+        layout = PartitionLayout.from_internal_stats("p", moved, first)
+        assert layout is not first and layout == PartitionLayout.from_internal_stats("p", moved)
+    assert PartitionLayout.from_internal_stats("q", base, first).partition == "q"
+
+
 def test_rolled_over_empty_current_ledger_keeps_latest_on_a_real_entry():
     layout = PartitionLayout.from_internal_stats("p", stats([(3, 5, 500), (8, 0, 0)], lce="8:-1"))
     assert layout.latest == EntryPosition(3, 4)

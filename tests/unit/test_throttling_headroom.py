@@ -49,16 +49,21 @@ def test_a_bucket_with_headroom_over_the_whole_plan_prices_by_estimate_and_one_w
     demands = [p.demand(Rate(msgs=1000)) for p in parts]
     shared = spec("shared", msgs=1000)
     plan_msgs = 4 * 2 * 3.0  # four partitions, two entries of three messages each
-    far = estimates_far_from_quota(demands, [[shared]] * 4, {"shared": (plan_msgs * HEADROOM, INF)})
+    far = estimates_far_from_quota(demands, [[shared]] * 4, {"shared": (plan_msgs * HEADROOM, INF)}, True)
     assert all(e is not None and e.msgs is not None and e.msgs.per_entry == 3.0 for e in far)
-    near = estimates_far_from_quota(demands, [[shared]] * 4, {"shared": (plan_msgs * HEADROOM - 1, INF)})
+    near = estimates_far_from_quota(demands, [[shared]] * 4, {"shared": (plan_msgs * HEADROOM - 1, INF)}, True)
     assert near == [None] * 4  # the sum over the bucket's partitions counts, not each alone
-    bytes_near = estimates_far_from_quota(demands, [[spec("shared", size=1000)]] * 4, {"shared": (INF, 799 * HEADROOM)})
+    bytes_near = estimates_far_from_quota(demands, [[spec("shared", size=1000)]] * 4, {"shared": (INF, 799 * HEADROOM)}, True)
     assert bytes_near == [None] * 4  # 800 bytes by the ledgers' averages
-    never_charged = estimates_far_from_quota(demands, [[shared]] * 4, {})
+    never_charged = estimates_far_from_quota(demands, [[shared]] * 4, {}, True)
     assert never_charged == [None] * 4  # a bucket this engine has not seen: looked up
     unknown = [Partition(9, 3, known=None).demand(Rate(msgs=1000))]
-    assert estimates_far_from_quota(unknown, [[shared]], {"shared": (1e9, INF)}) == [None]
+    assert estimates_far_from_quota(unknown, [[shared]], {"shared": (1e9, INF)}, True) == [None]
+    counted = Partition(8, 3, known=3.0)
+    asked: list[str] = []
+    counted.estimate = lambda: asked.append("asked") or per_entry(3.0)  # type: ignore[method-assign]
+    batch = estimates_far_from_quota([counted.demand(Rate(msgs=1000))], [[shared]], {"shared": (1e9, INF)}, False)
+    assert batch == [None] and asked == []  # batch mode, message quotas: entries are counted, nothing estimated
 
 
 def test_a_large_plan_far_below_its_quotas_asks_no_entry_after_its_first_and_charges_the_estimate() -> None:
