@@ -18,6 +18,7 @@ import math
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -127,26 +128,26 @@ def planning_interval(progress) -> tuple[float, float]:
     return start, start + (progress["durationMs"] or {}).get("latestOffset", 0) / 1000.0
 
 
+def placements(batches: list[Batch], period_s: int = PERIOD_S) -> Iterator[tuple[int, ...]]:
+    """Every way to place each batch in one of the quota windows it may have been planned in (the
+    window of each batch, in order; batches of several queries share ids): a batch whose planning
+    crossed a window boundary has two."""
+    possible = [b.planned_windows(period_s) for b in batches]
+    ambiguous = sum(len(w) > 1 for w in possible)
+    assert ambiguous <= 12, f"{ambiguous} batches with an ambiguous planning window: the machine is too slow"
+    yield from itertools.product(*possible)
+
+
 def per_window_ok(batches: list[Batch], measure, limit: float, period_s: int = PERIOD_S) -> tuple[bool, str]:
-    """Is there an attribution of batches to their possible planning windows such that, per
+    """Is there a placement of batches in their possible planning windows such that, per
     window and partition, the summed measure(batch, partition) is <= limit? (Batches of
     several queries may be mixed: they then share the limit.)"""
-    fixed: dict[tuple[int, str], float] = defaultdict(float)
-    ambiguous: list[Batch] = []
-    for b in batches:
-        windows = b.planned_windows(period_s)
-        if len(windows) == 1:
-            for p in b.entries:
-                fixed[(windows[0], p)] += measure(b, p)
-        else:
-            ambiguous.append(b)
-    assert len(ambiguous) <= 12, f"{len(ambiguous)} batches with an ambiguous planning window: the machine is too slow"
     worst = ""
-    for choice in itertools.product(*(b.planned_windows(period_s) for b in ambiguous)):
-        totals = dict(fixed)
-        for b, w in zip(ambiguous, choice, strict=True):
+    for placed in placements(batches, period_s):
+        totals: dict[tuple[int, str], float] = defaultdict(float)
+        for b, window in zip(batches, placed, strict=True):
             for p in b.entries:
-                totals[(w, p)] = totals.get((w, p), 0.0) + measure(b, p)
+                totals[(window, p)] += measure(b, p)
         over = {k: v for k, v in totals.items() if v > limit + 1e-9}
         if not over:
             return True, ""
@@ -303,21 +304,36 @@ def test_precise_mode_delivers_the_message_quota_per_window(spark, broker, admin
     parts = partitions_of(backlog_topic, BACKLOG_PARTITIONS)
     batches, table = drain_backlog(spark, broker, tmp_path, backlog_topic, "precise", quota)
     assert sum(b.rows for b in batches) == BACKLOG_MSGS, table
-    for p in parts:
-        with_p = [b for b in batches if b.msgs.get(p)]
-        got = [b.msgs[p] for b in with_p]
-        # The last batch of a partition takes what is left; a batch that may share its window
-        # with another is judged with it (the second plan of a window gets what the first left).
-        full = [b.msgs[p] for b in with_p[:-1] if shares_no_window(batches, b)]
-        assert len(full) >= 4, table
-        assert all(abs(n - quota) <= 0.10 * quota for n in full), f"{p}: {got}\n{table}"
-        assert abs(sum(full) / len(full) - quota) <= 0.02 * quota, f"{p}: {got}\n{table}"
-        for b in with_p[:-1]:
-            shared = sum(x.msgs.get(p, 0) for x in sharing_a_window(batches, b))
-            assert shared >= 0.9 * quota, f"{p}: batch {b.batch_id} left quota unused\n{table}"
-        assert got[-1] <= quota * 1.10, table
-    ok, why = per_window_ok(batches, lambda b, p: b.msgs.get(p, 0), quota * 1.10)
-    assert ok, f"{why}\n{table}"
+
+    def contract_broken(placed: tuple[int, ...]) -> str:
+        """Why precise mode broke its contract if the batches were planned in these windows ('' if not)."""
+        window_of = {b.batch_id: w for b, w in zip(batches, placed, strict=True)}  # one query: ids are unique
+        for p in parts:
+            with_p = [b for b in batches if b.msgs.get(p)]
+            by_window: dict[int, list[Batch]] = defaultdict(list)
+            for b in with_p:
+                by_window[window_of[b.batch_id]].append(b)
+            # The last batch of a partition takes what is left; two batches planned in one window
+            # (a late trigger) are judged together: the second gets what the first left.
+            before_last = [g for g in by_window.values() if with_p[-1] not in g]
+            full = [g[0].msgs[p] for g in before_last if len(g) == 1]
+            sums = {w: sum(b.msgs[p] for b in g) for w, g in by_window.items()}
+            if len(full) < 4:
+                return f"{p}: only {len(full)} windows planned one batch"
+            if not all(abs(n - quota) <= 0.10 * quota for n in full):
+                return f"{p}: a window's batch is not within 10 % of {quota}: {full}"
+            if abs(sum(full) / len(full) - quota) > 0.02 * quota:
+                return f"{p}: the average batch is not within 2 % of {quota}: {full}"
+            if any(sum(b.msgs[p] for b in g) < 0.9 * quota for g in before_last):
+                return f"{p}: a window left its quota unused: {sums}"
+            if any(n > 1.10 * quota for n in sums.values()):
+                return f"{p}: a window admitted more than its quota: {sums}"
+        return ""
+
+    # Judged under every placement of the batches in the windows they may have been planned in: a
+    # cold first plan often crosses a second boundary, and then either reading may be the true one.
+    reasons = [contract_broken(placed) for placed in placements(batches)]
+    assert "" in reasons, f"under every placement of the batches in their planning windows: {'; '.join(dict.fromkeys(reasons))}\n{table}"
 
 
 @pytest.mark.parametrize("history", ["single then batched, read from the batched part", "batched then single"])
