@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from ..options.model import SourceOptions
     from ..reading.task import ClientConfig
 
+# Topic stats without their per-producer and per-consumer lists (only the counters are read): about
+# a third less to send and parse per partition (measured on 4.0.7); brokers older than these
+# parameters (apache/pulsar#21200, 2023) ignore them, as the REST API ignores any unknown one.
+LEAN_STATS = {"excludePublishers": "true", "excludeConsumers": "true"}
+
 
 class PulsarAdmin(AdminHttp):
     """Lookups on one admin API endpoint; every method raises AdminError (TopicNotFound where said)."""
@@ -110,13 +115,13 @@ class PulsarAdmin(AdminHttp):
         return str(body["maxReadPosition"]) if int(body.get("ongoingTxnSize") or 0) > 0 else None
 
     def stats(self, partition: TopicName) -> dict[str, Any]:
-        return self.call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}",
+        return self.call("GET", f"{partition.rest_path}/stats", f"reading the stats of {partition}", params=LEAN_STATS,
                          not_found=f"Topic {partition} does not exist on {self.base}.")
 
     def partitioned_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
         body = self.call("GET", f"{topic.rest_path}/partitioned-stats", f"reading the stats of {topic}",
-                         params={"perPartition": "true"}, not_found=f"Topic {topic} does not exist on {self.base}.",
-                         expect="partitions")
+                         params={"perPartition": "true", **LEAN_STATS},
+                         not_found=f"Topic {topic} does not exist on {self.base}.", expect="partitions")
         return dict(body["partitions"] or {})
 
     def entry_headers(self, partition: TopicName, ledger_id: int, entry_id: int) -> dict[str, str] | None:

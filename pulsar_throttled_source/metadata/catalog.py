@@ -99,8 +99,12 @@ class PartitionCatalog:
         topics = self._current_topics()
         if self._on_topics is not None:
             self._on_topics(topics)
+        # On a broker with transactions (or before that is known), each topic's stats come with its
+        # layouts: their open-transaction counts say whose max read position must be asked.
+        with_txn_counts = self._transactions is not False
         # Topics are asked about a few at a time: at 100 topics, one after the other is 100 round trips.
-        outcomes = self._each(lambda topic: self._fetch_topic(topic, with_stats), topics)
+        outcomes = self._each(lambda topic: self._fetch_topic(topic, with_stats, with_txn_counts), topics)
+        open_transactions: dict[str, int | None] = {}
         for topic, outcome in zip(topics, outcomes, strict=True):
             if isinstance(outcome, TopicNotFound):
                 if topic not in self._seen and self._pattern is None:
@@ -111,12 +115,14 @@ class PartitionCatalog:
                 continue
             layouts.update(outcome[0])
             stats.update(outcome[1])
+            open_transactions.update(outcome[2])
             self._seen.add(topic)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
         self._built = ordered  # the next refresh reuses the layouts of partitions that did not move
         if with_stats:
             self._stats, self._stats_at = stats, now
-        return CatalogSnapshot(now, ordered, self._stats, self._max_read_positions(ordered), self._stats_at)
+        return CatalogSnapshot(now, ordered, self._stats, self._max_read_positions(ordered, open_transactions),
+                               self._stats_at)
 
     def _each(self, fetch: Callable[[T], R], items: Sequence[T]) -> list[R | TopicNotFound]:
         """fetch(item) for each item, CONCURRENT_REQUESTS at a time, in order; a TopicNotFound is
@@ -138,19 +144,28 @@ class PartitionCatalog:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
-    def _max_read_positions(self, layouts: dict[str, PartitionLayout]) -> dict[str, EntryPosition]:
+    def _max_read_positions(self, layouts: dict[str, PartitionLayout],
+                            open_transactions: dict[str, int | None]) -> dict[str, EntryPosition]:
         """Each partition's transaction max read position, asked only where entries lie past the last
-        one known (on a topic without open transactions it is simply the newest entry)."""
+        one known and a transaction is open (without one it is simply the newest entry). The counts
+        of open transactions were read after the layouts: a partition with none then dispatches
+        every entry of its layout. One partition is asked in any case until the broker is known to
+        run transactions or not (a broker without them refuses the request)."""
         if self._transactions is False:
             return {}
-        moved = [name for name, layout in layouts.items()
-                 if (known := self._max_read.get(name)) is None or layout.latest > known]
+        moved = [name for name, layout in layouts.items() if self._past_max_read(name, layout)]
+        settled = [name for name in moved if open_transactions.get(name) == 0]
+        asked = [name for name in moved if open_transactions.get(name) != 0]  # open, or a broker too old to say
+        if self._transactions is None and not asked and settled:
+            asked, settled = settled[:1], settled[1:]
         try:
-            answers = self._each(lambda name: self._admin.max_read_position(TopicName.parse(name)), moved)
+            answers = self._each(lambda name: self._admin.max_read_position(TopicName.parse(name)), asked)
         except TransactionsDisabled:
             self._transactions = False
             return {}
-        for name, answer in zip(moved, answers, strict=True):
+        for name in settled:
+            self._max_read[name] = layouts[name].latest
+        for name, answer in zip(asked, answers, strict=True):
             if isinstance(answer, TopicNotFound):
                 continue
             self._transactions = True
@@ -159,9 +174,18 @@ class PartitionCatalog:
             self._max_read[name] = latest if answer is None else min(latest, EntryPosition.parse(answer, f"max read position of {name}"))
         return {name: self._max_read[name] for name in layouts if name in self._max_read}
 
-    def _fetch_topic(self, topic: TopicName, with_stats: bool) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats]]:
+    def _past_max_read(self, partition: str, layout: PartitionLayout) -> bool:
+        """Whether entries lie past the partition's last known max read position."""
+        known = self._max_read.get(partition)
+        return known is None or layout.latest > known
+
+    def _fetch_topic(self, topic: TopicName, with_stats: bool, with_txn_counts: bool
+                     ) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats], dict[str, int | None]]:
+        """The topic's partition layouts, then (asked after them) its publish stats and, where entries
+        lie past a known max read position, its open transactions per partition."""
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
+        open_transactions: dict[str, int | None] = {}
         partitioned = self._partitioned.get(topic)
         if partitioned is None:
             partitioned = self._admin.partition_count(topic) > 0
@@ -170,20 +194,31 @@ class PartitionCatalog:
             # One request for every partition's ledgers; new partitions appear here too.
             for name, internal in self._admin.partitioned_internal_stats(topic).items():
                 layouts[name] = PartitionLayout.from_internal_stats(name, internal, self._built.get(name))
-            if with_stats:
-                for name, s in self._admin.partitioned_stats(topic).items():
-                    stats[name] = _publish_stats(s)
         else:
             layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic),
                                                                       self._built.get(str(topic)))
+        # An idle topic's open transactions are not asked: nothing of it waits for a max read position.
+        with_txn_counts = with_txn_counts and any(self._past_max_read(name, layout) for name, layout in layouts.items())
+        topic_stats: dict[str, dict] = {}
+        if with_stats or with_txn_counts:
+            topic_stats = self._admin.partitioned_stats(topic) if partitioned else {str(topic): self._admin.stats(topic)}
+        for name, s in topic_stats.items():
             if with_stats:
-                stats[str(topic)] = _publish_stats(self._admin.stats(topic))
-        return layouts, stats
+                stats[name] = _publish_stats(s)
+            if with_txn_counts:
+                open_transactions[name] = _open_transactions(s)
+        return layouts, stats, open_transactions
 
 
 def _publish_stats(s: dict) -> PublishStats:
     return PublishStats(int(s.get("msgInCounter", 0)), int(s.get("bytesInCounter", 0)),
                         float(s.get("msgRateIn", 0.0)), float(s.get("msgThroughputIn", 0.0)))
+
+
+def _open_transactions(s: dict) -> int | None:
+    """A partition's open transactions (None: a broker too old to report them)."""
+    count = s.get("ongoingTxnCount")
+    return None if count is None else int(count)
 
 
 def current_topics(admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,

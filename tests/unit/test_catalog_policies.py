@@ -28,8 +28,9 @@ class FakeAdmin:
     def __init__(self) -> None:
         self.partitions: dict[str, int] = {}  # base topic -> partition count (0: non-partitioned)
         self.entries: dict[str, int] = {}  # partition (or non-partitioned topic) -> entries in ledger 7
-        self.max_read: dict[str, str | None] = {}
+        self.max_read: dict[str, str | None] = {}  # partition -> max read position while a transaction is open
         self.transactions = True
+        self.reports_open_transactions = True  # brokers before ongoingTxnCount in topic stats: False
         self.policies: dict[str, dict | None] = {}
         self.calls: list[str] = []
 
@@ -55,11 +56,21 @@ class FakeAdmin:
         return {f"{topic}-partition-{i}": internal(7, self.entries.get(f"{topic}-partition-{i}", 1))
                 for i in range(self.partitions[str(topic)])}
 
+    def _stats(self, partition: str) -> dict:
+        s = {"msgInCounter": 10 * self.entries.get(partition, 1)}
+        if self.reports_open_transactions:
+            s["ongoingTxnCount"] = 1 if self.transactions and self.max_read.get(partition) else 0
+        return s
+
     def partitioned_stats(self, topic: TopicName) -> dict[str, dict]:
         self.calls.append(f"partitioned_stats {topic}")
         self._need(str(topic))
-        return {f"{topic}-partition-{i}": {"msgInCounter": 10 * self.entries.get(f"{topic}-partition-{i}", 1)}
-                for i in range(self.partitions[str(topic)])}
+        return {f"{topic}-partition-{i}": self._stats(f"{topic}-partition-{i}") for i in range(self.partitions[str(topic)])}
+
+    def stats(self, topic: TopicName) -> dict:
+        self.calls.append(f"stats {topic}")
+        self._need(str(topic))
+        return self._stats(str(topic))
 
     def internal_stats(self, topic: TopicName) -> dict:
         self.calls.append(f"internal_stats {topic}")
@@ -132,8 +143,10 @@ def test_a_pattern_reads_matching_topics_of_the_namespace_skipping_system_topics
     assert f"{NS}/orders-apac" in cat.snapshot(force=True).layouts
 
 
-def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transaction():
+@pytest.mark.parametrize("reports_open_transactions", [True, False], ids=["open transactions in stats", "older broker"])
+def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transaction(reports_open_transactions):
     admin, clock = FakeAdmin(), Clock()
+    admin.reports_open_transactions = reports_open_transactions
     t = f"{NS}/tx"
     admin.partitions[t] = 0
     admin.entries[t] = 10
@@ -148,7 +161,32 @@ def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transa
     admin.entries[t] = 12
     assert cat.snapshot(force=True).readable_end(t) == EntryPosition(7, 11)
     asked = [c for c in admin.calls if c.startswith("max_read_position")]
-    assert len(asked) == 4
+    # Asked while a transaction was open; once the stats say none is, only a broker that cannot say asks.
+    assert len(asked) == (2 if reports_open_transactions else 4)
+
+
+def test_a_broker_with_transactions_is_asked_max_read_positions_only_where_one_is_open():
+    admin, clock = FakeAdmin(), Clock()
+    t = f"{NS}/many"
+    admin.partitions[t] = 100
+    cat = catalog(admin, clock, t)
+    cat.snapshot()
+    assert sum(c.startswith("max_read_position") for c in admin.calls) == 1  # whether the broker runs transactions
+    admin.calls.clear()
+    for i in range(100):
+        admin.entries[f"{t}-partition-{i}"] = 5  # every partition moved
+    admin.max_read[f"{t}-partition-42"] = "7:2"  # one open transaction
+    snap = cat.snapshot(force=True)
+    assert admin.calls == [f"partitioned_internal_stats {t}", f"partitioned_stats {t}", f"max_read_position {t}-partition-42"]
+    assert snap.readable_end(f"{t}-partition-42") == EntryPosition(7, 2)
+    assert snap.readable_end(f"{t}-partition-7") == EntryPosition(7, 4)
+    admin.calls.clear()
+    admin.max_read[f"{t}-partition-42"] = None  # committed
+    cat.snapshot(force=True)  # only partition 42 has entries past its max read position
+    assert admin.calls == [f"partitioned_internal_stats {t}", f"partitioned_stats {t}"]
+    admin.calls.clear()
+    assert cat.snapshot(force=True).readable_end(f"{t}-partition-42") == EntryPosition(7, 4)
+    assert admin.calls == [f"partitioned_internal_stats {t}"]  # nothing moved: the layouts alone
 
 
 def test_a_broker_without_transactions_is_asked_once():
@@ -160,6 +198,7 @@ def test_a_broker_without_transactions_is_asked_once():
         admin.entries[f"{NS}/plain"] = n
         assert cat.snapshot(force=True).readable_end(f"{NS}/plain") == EntryPosition(7, n - 1)
     assert sum(c.startswith("max_read_position") for c in admin.calls) == 1
+    assert sum(c.startswith("stats") for c in admin.calls) == 1  # open transactions asked with the first layouts only
 
 
 def test_rate_from_policy_treats_zero_or_less_as_no_limit():
@@ -188,6 +227,7 @@ def test_publish_stats_are_asked_every_refresh_only_when_rates_must_be_live():
     every stats_refresh_s, each snapshot saying when its stats were fetched."""
     for refresh_s, expected in ((0.0, 5), (30.0, 2)):
         admin, clock = FakeAdmin(), Clock()
+        admin.transactions = False  # with transactions, stats come with every refresh for their open transactions
         admin.partitions[f"{NS}/t"] = 2
         cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
                                stats_refresh_s=refresh_s)
