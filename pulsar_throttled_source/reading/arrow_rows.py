@@ -84,12 +84,12 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-CACHED_VARINTS = 4096  # batch indexes: producers batch up to 1000 by default
-VARINTS = [_encode_varint(i) for i in range(CACHED_VARINTS)]
+_CACHED_VARINTS = 4096  # batch indexes: producers batch up to 1000 by default
+_VARINTS = [_encode_varint(i) for i in range(_CACHED_VARINTS)]
 
 
 def varint(value: int) -> bytes:
-    return VARINTS[value] if value < CACHED_VARINTS else _encode_varint(value)
+    return _VARINTS[value] if value < _CACHED_VARINTS else _encode_varint(value)
 
 
 _NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
-from .arrow_rows import CACHED_VARINTS, VARINTS, Columns, EntryIds, varint
+from .arrow_rows import Columns, EntryIds, varint
 from .client_cache import drop_client, has_message_available, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
@@ -184,8 +184,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 continue
             # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
             add_msg(msg)
-            add_id(serialized if index < 0 else id_head + (VARINTS[index] if index < CACHED_VARINTS else varint(index)) + id_tail
-                   if id_head is not None else mid.serialize())
+            # EntryIds.serialized, inlined likewise (its head and tail are the entry's).
+            add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
             add_publish(publish_ms)
             add_producer(producer)
             if len(rows) >= limit:
