@@ -8,11 +8,14 @@ export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
 .PHONY: demo test lint unit bench clean install
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar_arrow_reader.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
 	$(PY) -m pip install -q -e '.[spark,test,bench]' --config-settings editable_mode=compat
+	# The native read path (readPath=auto uses it): built here with gcc; optional for users
+	$(PY) -m pip install -q ./native
+	rm -rf native/build native/*.egg-info
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -4,10 +4,12 @@ Produces a backlog (default 1,000,000 x 100 B, batched by the producer, one part
 the source's own stream reader, then in this one process, alternating after a warm-up:
 
 - runs the read task exactly as an executor does (`reader.read(partition)` over the planned ranges,
-  every Arrow batch built), and
+  every Arrow batch built), once on each read path: readPath=python (the pulsar-client loop) and
+  readPath=native (the package pulsar-throttled-source-native: Arrow columns filled in C over
+  libpulsar's C API, one call per entry), and
 - reads the same entries with the cheapest loop over the client (`read_next`, the id, the payload),
 
-prints both rates and their ratio (the source's read path against the plain loop, Spark left out),
+prints the rates and their ratios (each read path against the plain loop, Spark left out),
 and writes a cProfile of one read task run to bench/out/profile_read.prof with its top functions
 printed (open the .prof with e.g. snakeviz or `python -m pstats`), and a py-spy flame graph of
 another (sampling, native frames included: the time inside the client shows too) to
@@ -38,6 +40,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.reading.native_library import native_library
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -94,38 +97,56 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         produce(broker.service_url, topic, args.messages, args.size, batching=not args.unbatched)
         print(f"produced {args.messages:,} messages of {args.size} B in {time.perf_counter() - t0:.1f} s")
-        stream = AdmissionControlStreamReader(parse_options({
-            "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
-            "startingOffsets": "earliest", "quotaStatePath": str(work / "quota.sqlite")}))
-        start = stream.initialOffset()
-        end = stream.latestOffset(start, ReadAllAvailable())
-        partitions = list(stream.partitions(start, end))
+        native_problem = native_library().reason
+        paths = ["python"] if native_problem else ["python", "native"]
+        if native_problem:
+            print(f"the native read path is unavailable here ({native_problem}): the Python path only")
+        streams, planned = {}, {}
+        for path in paths:
+            streams[path] = AdmissionControlStreamReader(parse_options({
+                "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic, "readpath": path,
+                "startingOffsets": "earliest", "quotaStatePath": str(work / "quota.sqlite")}))
+            start = streams[path].initialOffset()
+            planned[path] = list(streams[path].partitions(start, streams[path].latestOffset(start, ReadAllAvailable())))
+        partitions = planned["python"]
         last = max((p.end.ledger_id, p.end.entry_id) for p in partitions)
         print(f"planned {len(partitions)} read task(s) up to entry {last[0]}:{last[1]}")
 
         plain_read(broker.service_url, topic, last, args.messages)  # warm-up passes
-        source_read(stream, partitions, args.messages)
-        plain_rates, source_rates = [], []
+        for path in paths:
+            source_read(streams[path], planned[path], args.messages)
+        plain_rates: list[float] = []
+        rates: dict[str, list[float]] = {path: [] for path in paths}
         for r in range(args.rounds):
             plain_rates.append(plain_read(broker.service_url, topic, last, args.messages))
-            source_rates.append(source_read(stream, partitions, args.messages))
-            print(f"round {r + 1}: plain loop {plain_rates[-1]:,.0f} msg/s, source read task {source_rates[-1]:,.0f} msg/s")
+            for path in paths:
+                rates[path].append(source_read(streams[path], planned[path], args.messages))
+            print(f"round {r + 1}: plain loop {plain_rates[-1]:,.0f} msg/s, "
+                  + ", ".join(f"read task ({path}) {rates[path][-1]:,.0f} msg/s" for path in paths))
+        profiled = paths[-1]
         profile = cProfile.Profile()
-        source_read(stream, partitions, args.messages, profile)
-        flame = None if args.no_flame else flame_graph(stream, partitions, args.messages)
+        source_read(streams[profiled], planned[profiled], args.messages, profile)
+        flame = None if args.no_flame else flame_graph(streams[profiled], planned[profiled], args.messages)
         java = None if args.no_java else java_rate(broker.service_url, topic, args.messages, args.rounds + 1)
-        stream.stop()
+        for stream in streams.values():
+            stream.stop()
     OUT.mkdir(exist_ok=True)
     profile.dump_stats(OUT / "profile_read.prof")
-    plain, source = statistics.median(plain_rates), statistics.median(source_rates)
-    print(f"plain loop over the client: {plain:,.0f} msg/s; the source's read task: {source:,.0f} msg/s; ratio {source / plain:.2f}")
-    print(f"profile of one read task run: {OUT / 'profile_read.prof'}; top functions by own time:")
+    plain = statistics.median(plain_rates)
+    medians = {path: statistics.median(r) for path, r in rates.items()}
+    print(f"plain loop over the client: {plain:,.0f} msg/s (medians of {args.rounds} rounds)")
+    for path, rate in medians.items():
+        print(f"the source's read task, readPath={path}: {rate:,.0f} msg/s; {rate / plain:.2f}x the plain loop")
+    if "native" in medians:
+        print(f"native read path / Python read path: {medians['native'] / medians['python']:.2f}x")
+    source = medians[profiled]
+    print(f"profile of one read task run (readPath={profiled}): {OUT / 'profile_read.prof'}; top functions by own time:")
     pstats.Stats(str(OUT / "profile_read.prof")).sort_stats("tottime").print_stats(20)
     if flame is not None:
         print(f"flame graph of one read task run (py-spy, native frames included): {flame}")
     if java is not None:
         print(f"the Java client's reader over the same messages, every column's field touched (a native path's ceiling): "
-              f"{java:,.0f} msg/s; {java / plain:.2f}x the plain Python loop, {java / source:.2f}x the read task")
+              f"{java:,.0f} msg/s; {java / plain:.2f}x the plain Python loop, {java / source:.2f}x the read task (readPath={profiled})")
     return 0
 
 

@@ -243,7 +243,8 @@ class PulsarStreamReader(DataSourceStreamReader):
                             admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
                             fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
                             private_key_path=o.private_key_path, public_key_path=o.public_key_path,
-                            crypto_failure_action=o.crypto_failure_action, value_schema=self.value_schema)
+                            crypto_failure_action=o.crypto_failure_action, value_schema=self.value_schema,
+                            read_path=o.read_path)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)

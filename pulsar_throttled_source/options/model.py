@@ -61,6 +61,7 @@ class SourceOptions:
     private_key_path: str | None
     public_key_path: str | None
     crypto_failure_action: str
+    read_path: str  # readPath: auto, native or python
     decode_schema: bool
     corrupt_records: bool  # decodeErrorMode=permissive
     # client_kwargs may hold pass-through secrets (e.g. a TLS key password): kept out of repr too.

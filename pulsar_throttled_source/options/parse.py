@@ -79,6 +79,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         private_key_path=values.key_path(opts, "encryption.privateKeyPath"),
         public_key_path=values.key_path(opts, "encryption.publicKeyPath"),
         crypto_failure_action=str(values.choice(opts, "cryptoFailureAction")),
+        read_path=str(values.choice(opts, "readPath")),
         decode_schema=values.flag(opts, "decodeSchema"),
         corrupt_records=values.choice(opts, "decodeErrorMode") == "permissive",
         client_kwargs=client_kwargs,

@@ -120,6 +120,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("encryption.publicKeyPath", "key_path", None, "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
     _choice("cryptoFailureAction", "fail", ("fail", "discard", "consume"),
             "When a message cannot be decrypted: fail (the query fails, naming the entry), discard (skipped by the client, with a WARN), or consume (delivered still encrypted)."),
+    _choice("readPath", "auto", ("auto", "native", "python"),
+            "How read tasks read: native (Arrow columns filled by the package pulsar-throttled-source-native over libpulsar's C API, no Python object per message; the task fails if it cannot load), python (the pulsar-client loop), or auto (native where it loads and supports the query's pulsar.client/pulsar.reader settings, else python with one WARN saying why)."),
     _bool("decodeSchema", True, "Decode topics that have a schema (AVRO, JSON, STRING) into columns: a record's fields as top-level columns (or a typed value), metadata as __key, __topic, ...; false keeps the raw layout (value bytes) for every topic."),
     _choice("decodeErrorMode", "failfast", ("failfast", "permissive"),
             "When a payload cannot be decoded with the topic's schema (Spark's modes): failfast (the query fails, naming the message id), or permissive (its fields are null and its raw bytes go to a __corruptRecord column)."),

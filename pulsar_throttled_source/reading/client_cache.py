@@ -16,40 +16,69 @@ from __future__ import annotations
 import logging
 import threading
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
 from .task import ClientConfig, PartitionRange
+
+if TYPE_CHECKING:
+    from .native_reader import NativeReader
 
 log = logging.getLogger(__name__)
 
 DEFAULT_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while Python converts rows
 
 
-class ClientCache:
-    """Pulsar clients by configuration, for one process (or one task, when shipped by value)."""
+def python_client(config: ClientConfig) -> Any:
+    """A pulsar.Client (the Python read path's)."""
+    import pulsar
 
-    def __init__(self) -> None:
+    kwargs = dict(config.client_kwargs)
+    if config.auth_token:
+        kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
+    kwargs.setdefault("logger", _quiet_logger())
+    return pulsar.Client(config.service_url, **kwargs)
+
+
+class NativeClient:
+    """A client of the native read path's library (closed like a pulsar.Client)."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        from .native_library import native_library
+        from .native_reader import create_client
+
+        lib = native_library().lib
+        assert lib is not None, "the native read path was chosen without its library"
+        self.lib = lib
+        self.handle: int | None = create_client(lib, config)
+
+    def close(self) -> None:
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            self.lib.par_client_free(handle)
+
+
+class ClientCache:
+    """Clients by configuration, for one process (or one task, when shipped by value), made by
+    `make` (a module-level function, so the cache pickles)."""
+
+    def __init__(self, make: Callable[[ClientConfig], Any] = python_client) -> None:
+        self._make = make
         self._clients: dict[tuple[Any, ...], Any] = {}
         self._lock = threading.Lock()
         # Closed when a by-value copy is collected; at exit nothing is closed, as a process cache never was.
         weakref.finalize(self, _close_all, self._clients).atexit = False
 
-    def __reduce__(self) -> tuple[type, tuple[()]]:
-        return ClientCache, ()  # never a lock or a live client in a pickle
+    def __reduce__(self) -> tuple[type, tuple[Callable[[ClientConfig], Any]]]:
+        return ClientCache, (self._make,)  # never a lock or a live client in a pickle
 
     def client(self, config: ClientConfig) -> Any:
-        import pulsar
-
         key = config.cache_key()
         with self._lock:
             client = self._clients.get(key)
             if client is None:
-                kwargs = dict(config.client_kwargs)
-                if config.auth_token:
-                    kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
-                kwargs.setdefault("logger", _quiet_logger())
-                client = pulsar.Client(config.service_url, **kwargs)
+                client = self._make(config)
                 self._clients[key] = client
             return client
 
@@ -70,6 +99,7 @@ def _close_all(clients: dict[Any, Any]) -> None:
 
 
 _CACHE = ClientCache()
+_NATIVE_CACHE = ClientCache(NativeClient)
 
 
 def client_for(config: ClientConfig) -> Any:
@@ -89,6 +119,11 @@ def drop_client(config: ClientConfig) -> None:
     _CACHE.drop(config)
 
 
+def drop_native_client(config: ClientConfig) -> None:
+    """drop_client for the native read path's clients."""
+    _NATIVE_CACHE.drop(config)
+
+
 def open_reader(part: PartitionRange, start_id: Any) -> Any:
     """Open a reader on the task's partition at `start_id`. While the broker is unreachable (e.g.
     restarting) retry on a fresh client for up to pollTimeoutMs (the policy in `retry`), so a task
@@ -102,11 +137,30 @@ def open_reader(part: PartitionRange, start_id: Any) -> Any:
     if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too
         kwargs["crypto_failure_action"] = getattr(pulsar.ConsumerCryptoFailureAction, cfg.crypto_failure_action.upper())
 
+    return _open_with_retries(part, lambda: client_for(cfg).create_reader(part.partition, start_id, **kwargs), drop_client)
+
+
+def open_native_reader(part: PartitionRange, start_id: bytes | None) -> NativeReader:
+    """open_reader for the native read path: `start_id` serialized (None: the earliest)."""
+    from .native_reader import NativeReader
+
+    cfg = part.config
+
+    def attempt() -> NativeReader:
+        client = _NATIVE_CACHE.client(cfg)
+        return NativeReader.open(client.lib, client.handle, cfg, part.partition, start_id)
+
+    return _open_with_retries(part, attempt, drop_native_client)
+
+
+def _open_with_retries(part: PartitionRange, open_once: Callable[[], Any], drop: Callable[[ClientConfig], None]) -> Any:
+    cfg = part.config
+
     def attempt() -> Any:
         try:
-            return client_for(cfg).create_reader(part.partition, start_id, **kwargs)
+            return open_once()
         except Exception:
-            drop_client(cfg)  # the next attempt, or Spark's retry of this task, starts from a fresh client
+            drop(cfg)  # the next attempt, or Spark's retry of this task, starts from a fresh client
             raise
 
     def log_retry(error: BaseException, attempt: int, delay: float) -> None:

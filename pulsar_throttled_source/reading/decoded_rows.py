@@ -7,6 +7,7 @@ a null value (a tombstone) is a row with null fields: it is neither dropped nor 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ from ..schemas.columns import RECORD_KINDS, ValueSchema
 from ..schemas.decoders import DecodeError, PayloadDecoder
 from ..topics import TopicName
 from .arrow_rows import Columns, metadata_arrays
+from .native_reader import ExportedBatch
 from .task import ClientConfig
 
 # Writer schemas by (admin URL, topic, version), for the life of the worker process: a schema
@@ -61,37 +63,68 @@ class DecodedColumns(Columns):
         self._partition = partition
         self._schema: ValueSchema = decoder.schema
 
-    def _decode(self, payloads: list[bytes | None]) -> tuple[list[Any], list[bytes | None]]:
-        decoded: list[Any] = []
-        corrupt: list[bytes | None] = []
-        keys, versions = self._field("partition_key"), self._field("int_schema_version")
-        for msg, payload, key, version in zip(self.msgs, payloads, keys, versions, strict=True):
-            value: Any = None
-            bad = None
-            try:  # None: a null value, a row of null fields (a SEPARATED KeyValue keeps its key)
-                value = self._decoder.decode(payload, version, key)
-            except DecodeError as e:
-                if not self._schema.corrupt_records:
-                    mid = msg.message_id()
-                    raise UndecodablePayload(
-                        f"Cannot decode message {mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()} of {self._partition} "
-                        f"with the topic's {self._schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
-                        "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
-                bad = payload if payload is not None else b""
-            decoded.append(value)
-            corrupt.append(bad)
-        return decoded, corrupt
-
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        schema = self._schema.arrow_schema
-        decoded, corrupt = self._decode(self.values())
-        if self._schema.kind in STRUCT_KINDS:
-            # One pass in Arrow over the rows' dicts (a None row: null fields), then one column per
-            # field: ~6x cheaper than a Python pass per field.
-            value_columns = pa.array(decoded, self._schema.column_type).flatten()
-        else:
-            value_columns = [pa.array(decoded, self._schema.column_type)]
-        columns = [*value_columns, *metadata_arrays(self, partition, partition_index)]
-        if self._schema.corrupt_records:
-            columns.append(pa.array(corrupt, pa.binary()))
-        return pa.RecordBatch.from_arrays(columns, schema=schema)
+        msgs = self.msgs
+
+        def describe(i: int) -> str:
+            mid = msgs[i].message_id()
+            return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}"
+
+        decoded, corrupt = decode_payloads(self._decoder, self._partition, self.values(), self._field("partition_key"),
+                                           self._field("int_schema_version"), describe)
+        return decoded_batch(self._schema, decoded, corrupt, metadata_arrays(self, partition, partition_index))
+
+
+def decode_payloads(decoder: PayloadDecoder, partition: str, payloads: list[bytes | None], keys: list[str],
+                    versions: list[int], describe: Callable[[int], str]) -> tuple[list[Any], list[bytes | None]]:
+    """Each payload decoded (None: a null value, a row of null fields; a SEPARATED KeyValue keeps its
+    key), and the payloads that could not be (permissive) or the error naming the message (failfast)."""
+    schema = decoder.schema
+    decoded: list[Any] = []
+    corrupt: list[bytes | None] = []
+    for i, (payload, key, version) in enumerate(zip(payloads, keys, versions, strict=True)):
+        value: Any = None
+        bad = None
+        try:
+            value = decoder.decode(payload, version, key)
+        except DecodeError as e:
+            if not schema.corrupt_records:
+                raise UndecodablePayload(
+                    f"Cannot decode message {describe(i)} of {partition} "
+                    f"with the topic's {schema.kind} schema ({e}). Set decodeErrorMode=permissive to keep such "
+                    "payloads in the __corruptRecord column, or decodeSchema=false to read raw bytes.") from None
+            bad = payload if payload is not None else b""
+        decoded.append(value)
+        corrupt.append(bad)
+    return decoded, corrupt
+
+
+def decoded_batch(schema: ValueSchema, decoded: list[Any], corrupt: list[bytes | None],
+                  metadata: list[pa.Array]) -> pa.RecordBatch:
+    """The query's columns: the decoded fields, the metadata columns, __corruptRecord if asked."""
+    if schema.kind in STRUCT_KINDS:
+        # One pass in Arrow over the rows' dicts (a None row: null fields), then one column per
+        # field: ~6x cheaper than a Python pass per field.
+        value_columns = pa.array(decoded, schema.column_type).flatten()
+    else:
+        value_columns = [pa.array(decoded, schema.column_type)]
+    columns = [*value_columns, *metadata]
+    if schema.corrupt_records:
+        columns.append(pa.array(corrupt, pa.binary()))
+    return pa.RecordBatch.from_arrays(columns, schema=schema.arrow_schema)
+
+
+def decode_native_batch(exported: ExportedBatch, decoder: PayloadDecoder, partition: str, partition_index: int) -> pa.RecordBatch:
+    """The rows of one batch of the native read path, decoded from its value column."""
+    ids = exported.message_ids()
+
+    def describe(i: int) -> str:
+        import pulsar
+
+        mid = pulsar.MessageId.deserialize(ids[i].as_py())
+        return f"{mid.ledger_id()}:{mid.entry_id()}:{mid.batch_index()}"
+
+    keys = [k or "" for k in exported.keys().to_pylist()]  # the client reports "no key" as ""
+    decoded, corrupt = decode_payloads(decoder, partition, exported.values().to_pylist(), keys,
+                                       exported.schema_versions().to_pylist(), describe)
+    return decoded_batch(decoder.schema, decoded, corrupt, exported.metadata_arrays(partition, partition_index))

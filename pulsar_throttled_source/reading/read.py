@@ -1,9 +1,10 @@
 """Executor side: read one planned entry range of one partition into Arrow record batches.
 
-Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (read_task). Readers come
-from the worker's shared client (client_cache), the entries a reader never sees as messages are
-accounted for by range_entries with metadata from entry_lookup, rows are built by arrow_rows,
-and what goes wrong is reported by read_errors.
+Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (task). Readers come from
+the worker's shared client (client_cache), the entries a reader never sees as messages are
+accounted for by range_entries with metadata from entry_lookup, rows are built by arrow_rows
+(or, on the native read path, by the library behind native_reader, driven by native_read;
+read_path chooses), and what goes wrong is reported by errors.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds, varint
-from .client_cache import drop_client, has_message_available, open_reader
+from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
+from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
-from .task import ClientConfig, PartitionRange
-
-IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
+from .read_path import uses_native_path
+from .task import IDLE_CHECK_MS, ClientConfig, PartitionRange
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -37,6 +38,7 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
         # The broker delivers the start entry itself for batch index -1, so entries at or
         # before `start` are skipped below: the start is exclusive by our own check.
         start_id = pulsar.MessageId(max(part.partition_index, -1), part.start.ledger_id, part.start.entry_id, -1)
+    native = uses_native_path(cfg)
     lookups = EntryLookup(part)
     try:
         if part.runs and lookups.partition_gone():
@@ -44,20 +46,25 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
             report_missing(part, [(ledger, entry) for ledger, first, count in part.runs for entry in range(first, first + count)],
                            "the partition was deleted after planning")
             return
-        reader = open_reader(part, start_id)
+        if native:
+            reader = open_native_reader(part, None if part.start == BEFORE_EARLIEST else start_id.serialize())
+            messages = read_native_messages(reader, part, lookups)
+        else:
+            reader = open_reader(part, start_id)
+            messages = _read_messages(reader, part, lookups)
         failed = False
         try:
-            yield from _read_messages(reader, part, lookups)
+            yield from messages
         except Exception:
             failed = True
             raise
         finally:
-            _close(reader, cfg, failed)
+            _close(reader, cfg, failed, native)
     finally:
         lookups.close()
 
 
-def _close(reader: Any, cfg: ClientConfig, failed: bool) -> None:
+def _close(reader: Any, cfg: ClientConfig, failed: bool, native: bool) -> None:
     if not failed:
         reader.close()
         return
@@ -67,7 +74,7 @@ def _close(reader: Any, cfg: ClientConfig, failed: bool) -> None:
         reader.close()
     except Exception:  # closing on a broken connection may fail too
         pass
-    drop_client(cfg)
+    (drop_native_client if native else drop_client)(cfg)
 
 
 def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> Iterator[pa.RecordBatch]:

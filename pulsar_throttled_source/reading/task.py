@@ -13,6 +13,9 @@ from ..positions import EntryPosition
 from ..schemas.columns import ValueSchema
 from .range_entries import EntryRuns
 
+IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
+READ_PATHS = ("auto", "native", "python")
+
 
 @dataclass(frozen=True)
 class ClientConfig:
@@ -35,6 +38,7 @@ class ClientConfig:
     public_key_path: str | None = None
     crypto_failure_action: str = "fail"
     value_schema: ValueSchema | None = None  # the topic schema payloads are decoded with (None: raw bytes)
+    read_path: str = "auto"  # option readPath: one of READ_PATHS
 
     def cache_key(self) -> tuple[Any, ...]:
         return (self.service_url, self.client_kwargs, self.auth_token)

@@ -1,0 +1,205 @@
+"""Executor side: the native read path's library (native/src/pulsar_arrow_reader.c), found, loaded
+and checked once per process, with the ctypes types of its calls.
+
+The library calls libpulsar's C API in the copy the pulsar-client wheel ships
+(`pulsar_client.libs/libpulsar-<hash>.so`: the hash is a packaging detail, so it is found by
+pattern), resolving every symbol at load. Whatever fails (no native package, no libpulsar, a
+missing symbol, a failed self-check) is one reason string: `readPath=auto` reads with the Python
+path and says why once, `readPath=native` fails with it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# Where a test (or an operator) points at another build of the library, e.g. one under AddressSanitizer.
+LIBRARY_ENV = "PULSAR_THROTTLED_NATIVE_LIBRARY"
+
+N_VARCOLS = 7  # key, value, messageId, orderingKey, producerName, property keys, property values
+KEY, VALUE, MESSAGE_ID, ORDERING_KEY, PRODUCER, PROP_KEY, PROP_VALUE = range(N_VARCOLS)
+STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, -1
+
+
+def _structures() -> tuple[Any, Any]:
+    """The ctypes structures of the library's calls. Made at load, not at import: a package shipped
+    by value pickles its module's classes, and a ctypes structure class cannot be pickled."""
+
+    class Group(ctypes.Structure):
+        """par_group_t: what one par_read_group call appended."""
+
+        _fields_ = [
+            ("status", ctypes.c_int32), ("result", ctypes.c_int32),
+            ("rows_before", ctypes.c_int64), ("rows", ctypes.c_int64),
+            ("ledger", ctypes.c_int64), ("entry", ctypes.c_int64),
+            ("batch_index", ctypes.c_int32), ("new_entry", ctypes.c_int32),
+            ("entry_complete", ctypes.c_int32), ("padding", ctypes.c_int32),
+            ("first_chunk_ledger", ctypes.c_int64), ("first_chunk_entry", ctypes.c_int64),
+        ]
+
+    class Batch(ctypes.Structure):
+        """par_batch_t's leading fields: the addresses and byte lengths of one exported batch's buffers."""
+
+        _fields_ = [
+            ("rows", ctypes.c_int64), ("props", ctypes.c_int64),
+            ("var_ptr", (ctypes.c_void_p * 3) * N_VARCOLS),
+            ("var_len", (ctypes.c_int64 * 3) * N_VARCOLS),
+            ("publish_ptr", ctypes.c_void_p), ("event_valid_ptr", ctypes.c_void_p), ("event_ptr", ctypes.c_void_p),
+            ("prop_offsets_ptr", ctypes.c_void_p), ("schema_version_ptr", ctypes.c_void_p),
+            ("publish_len", ctypes.c_int64), ("event_valid_len", ctypes.c_int64), ("event_len", ctypes.c_int64),
+            ("prop_offsets_len", ctypes.c_int64), ("schema_version_len", ctypes.c_int64),
+        ]
+
+    return Group, Batch
+
+
+def _declare(lib: ctypes.CDLL, group: Any, batch: Any) -> None:
+    str_array = ctypes.POINTER(ctypes.c_char_p)
+    c_void_p, c_int, c_char_p, c_size_t, c_int64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int64
+    signatures = {
+        "par_load": (c_int, [c_char_p, c_char_p, c_size_t]),
+        "par_result_str": (c_char_p, [c_int]),
+        "par_client_create": (c_void_p, [c_char_p, str_array, str_array, c_int, c_char_p, c_size_t]),
+        "par_client_free": (None, [c_void_p]),
+        "par_reader_open": (c_void_p, [c_void_p, c_char_p, c_char_p, c_int, str_array, str_array, c_int,
+                                       ctypes.POINTER(c_int), c_char_p, c_size_t]),
+        "par_reader_close": (None, [c_void_p]),
+        "par_has_message_available": (c_int, [c_void_p, ctypes.POINTER(c_int)]),
+        "par_read_group": (c_int, [c_void_p, c_int, c_int64, ctypes.POINTER(group)]),
+        "par_rows": (c_int64, [c_void_p]),
+        "par_truncate": (None, [c_void_p, c_int64]),
+        "par_export": (ctypes.POINTER(batch), [c_void_p]),
+        "par_batch_free": (None, [ctypes.POINTER(batch)]),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        fn = getattr(lib, name)  # AttributeError: a library of another version
+        fn.restype, fn.argtypes = restype, argtypes
+
+
+def libpulsar_path() -> Path | None:
+    """The libpulsar the pulsar-client wheel ships beside its `_pulsar` module, None if not found."""
+    import _pulsar
+
+    site = Path(_pulsar.__file__).resolve().parent
+    for folder in (site / "pulsar_client.libs", site):
+        found = sorted(folder.glob("libpulsar*.so*"))
+        if found:
+            return found[0]
+    return None
+
+
+def _native_library_path() -> Path | None:
+    override = os.environ.get(LIBRARY_ENV)
+    if override:
+        return Path(override)
+    try:
+        import pulsar_throttled_native
+    except ImportError:
+        return None
+    return pulsar_throttled_native.library_path()
+
+
+class NativeLibrary:
+    """The loaded library and the ctypes structures of its calls, or why there is none (`reason`)."""
+
+    def __init__(self, lib: ctypes.CDLL | None, reason: str, group_type: Any = None) -> None:
+        self.lib = lib
+        self.reason = reason
+        self.group_type = group_type  # par_group_t
+
+    @property
+    def available(self) -> bool:
+        return self.lib is not None
+
+
+class Loader:
+    """Loads the library once per process. Pickles as a new loader: a package shipped by value
+    (`cloudpickle.register_pickle_by_value`) carries module globals to every task, and neither a
+    lock nor a loaded library can be pickled."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loaded: NativeLibrary | None = None
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        return Loader, ()
+
+    def get(self) -> NativeLibrary:
+        with self._lock:
+            if self._loaded is None:
+                self._loaded = _load()
+            return self._loaded
+
+
+LOADER = Loader()
+
+
+def native_library() -> NativeLibrary:
+    """The process's native library, loaded and checked at the first call."""
+    return LOADER.get()
+
+
+def _load() -> NativeLibrary:
+    import pulsar  # noqa: F401  # the Python client first: the library must resolve to the copy it loaded
+
+    path = _native_library_path()
+    if path is None:
+        return NativeLibrary(None, "the package pulsar-throttled-source-native is not installed")
+    libpulsar = libpulsar_path()
+    if libpulsar is None:
+        return NativeLibrary(None, "no libpulsar found in the pulsar-client installation")
+    group, batch = _structures()
+    try:
+        lib = ctypes.CDLL(str(path))
+        _declare(lib, group, batch)
+    except (OSError, AttributeError) as e:
+        return NativeLibrary(None, f"cannot load {path.name}: {e}")
+    err = ctypes.create_string_buffer(512)
+    if lib.par_load(str(libpulsar).encode(), err, len(err)) != 0:
+        return NativeLibrary(None, f"{err.value.decode(errors='replace')} ({libpulsar.name})")
+    problem = self_check(lib)
+    if problem:
+        return NativeLibrary(None, f"self-check failed: {problem}")
+    return NativeLibrary(lib, "", group)
+
+
+def self_check(lib: ctypes.CDLL) -> str:
+    """Exercise the library without a broker: an empty batch exports and frees. '' when it holds."""
+    names = (ctypes.c_char_p * 1)(b"receiver_queue_size")
+    values = (ctypes.c_char_p * 1)(b"1")
+    err = ctypes.create_string_buffer(256)
+    # A client is lazy: creating one connects to nothing. A reader on it is not opened here.
+    client = lib.par_client_create(b"pulsar://localhost:6650", names, values, 0, err, len(err))
+    if not client:
+        return err.value.decode(errors="replace") or "a client could not be created"
+    lib.par_client_free(client)
+    return ""
+
+
+def pulsar_error(result: int, context: str) -> Exception:
+    """The pulsar-client exception of a C API result code (the same classes the Python path raises,
+    so the retry policy treats both alike)."""
+    import pulsar
+
+    try:
+        name = pulsar.Result(result).name
+    except ValueError:
+        name = "UnknownError"
+    cls = getattr(pulsar, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, Exception)):
+        cls = pulsar.PulsarException
+    text = lib_result_str(result)
+    return cls(f"{context}: {text}")
+
+
+def lib_result_str(result: int) -> str:
+    loaded = native_library()
+    if loaded.lib is None:
+        return f"result {result}"
+    return str(loaded.lib.par_result_str(result).decode(errors="replace"))

@@ -1,0 +1,280 @@
+"""Issue 31: the native read path returns the same Arrow batches as the Python path.
+
+Each case writes a topic as producers in the field do (batching, compression, chunking,
+encryption, transactions, Java's binary keys and tombstones, schemas), plans it once, and reads
+every planned range twice in this process, once per read path (readPath=python and native). The
+batches must be equal column by column and valid Arrow, and their payloads exactly what was sent.
+Small `maxEntriesPerTask` and `maxRowsPerArrowBatch` make ranges start and end inside ledgers, at
+a ledger's first entry, and batches end inside producers' batches.
+
+Then: a missing or broken native library falls back to the Python path with one WARN (readPath=auto)
+or fails naming why (readPath=native), and the library reads under AddressSanitizer."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pulsar
+import pyarrow as pa
+import pytest
+from helpers import create_topic, produce
+from java_producer import JavaProducer
+from pyspark.sql.streaming.datasource import ReadAllAvailable
+from streaming import source_options
+from test_chunked import mixed_backlog
+from test_encryption import key_pair, produce_encrypted  # noqa: F401  # key_pair: a fixture
+from test_transactions import HISTORY, TxnProducer
+
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.reading import native_library as native_module
+from pulsar_throttled_source.reading.read import read_range
+from pulsar_throttled_source.reading.read_path import NativeReadPathUnavailable
+from pulsar_throttled_source.reading.task import PartitionRange
+from pulsar_throttled_source.schemas.topic_schema import value_schema_for
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+
+pytestmark = pytest.mark.skipif(not native_module.native_library().available,
+                                reason=f"native read path unavailable: {native_module.native_library().reason}")
+
+SMALL = {"maxEntriesPerTask": "7", "maxRowsPerArrowBatch": "5"}
+
+
+def plan(broker, topic: str, **extra: str) -> list[PartitionRange]:
+    """The ranges of the whole topic, as the driver plans them (a schema topic's decoded as the data source would)."""
+    opts = source_options(broker, topic, startingOffsets="earliest", **extra)
+    parsed = parse_options({k.lower(): str(v) for k, v in opts.items()})
+    reader = AdmissionControlStreamReader(parsed, value_schema=value_schema_for(parsed))
+    try:
+        start = reader.initialOffset()
+        return list(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())))
+    finally:
+        reader.stop()
+
+
+def on_path(part: PartitionRange, path: str) -> PartitionRange:
+    return PartitionRange(part.partition, part.partition_index, part.start, part.end, part.entries,
+                          dataclasses.replace(part.config, read_path=path), part.runs)
+
+
+def read_on(parts: list[PartitionRange], path: str) -> list[pa.RecordBatch]:
+    return [batch for part in parts for batch in read_range(on_path(part, path))]
+
+
+def assert_same_batches(parts: list[PartitionRange]) -> list[pa.RecordBatch]:
+    """Both paths' batches, equal one by one; returns the native path's."""
+    python, native = read_on(parts, "python"), read_on(parts, "native")
+    assert [b.num_rows for b in native] == [b.num_rows for b in python]
+    for p, n in zip(python, native, strict=True):
+        n.validate(full=True)
+        assert n.schema == p.schema
+        for name in p.schema.names:
+            assert n.column(name).equals(p.column(name)), f"column {name} differs:\n{p.column(name)}\n{n.column(name)}"
+    return native
+
+
+def payloads(batches: list[pa.RecordBatch]) -> Counter:
+    return Counter(v for b in batches for v in b.column("value").to_pylist())
+
+
+def test_batched_messages_with_every_field(broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"native-fields-{unique}", 3)
+    sent = produce(pulsar_client, topic, 300, batch=9)
+    producer = pulsar_client.create_producer(topic, batching_enabled=True, batching_max_messages=4,
+                                             batching_max_publish_delay_ms=50)
+    extra = Counter()
+    for i in range(40):
+        body = b"" if i % 5 == 0 else f"e-{i}".encode()  # empty payloads, not null values
+        producer.send_async(body, None, event_timestamp=1_700_000_000_000 + i if i % 2 else None,
+                            ordering_key=f"o{i}" if i % 3 == 0 else None, properties={"n": str(i), "z": "é"} if i % 4 else {})
+        extra[body] += 1
+    producer.flush()
+    producer.close()
+    native = assert_same_batches(plan(broker, topic, **SMALL))
+    assert payloads(native) == Counter(s.payload for s in sent) + extra
+    assert any(b.column("eventTime").null_count < b.num_rows for b in native)
+    assert any(v is not None for b in native for v in b.column("orderingKey").to_pylist())
+
+
+def test_unbatched_messages(broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"native-unbatched-{unique}", 2)
+    sent = produce(pulsar_client, topic, 130)  # several ledgers per partition
+    assert payloads(assert_same_batches(plan(broker, topic, **SMALL))) == Counter(s.payload for s in sent)
+
+
+@pytest.mark.parametrize("codec", ["LZ4", "ZLib", "ZSTD", "SNAPPY"])
+def test_compressed_batches(broker, admin, pulsar_client, unique, codec):
+    topic = create_topic(admin, f"native-{codec.lower()}-{unique}", 0)
+    producer = pulsar_client.create_producer(topic, compression_type=getattr(pulsar.CompressionType, codec),
+                                             batching_enabled=True, batching_max_messages=25, batching_max_publish_delay_ms=50)
+    sent = Counter()
+    for i in range(200):
+        body = f"{codec}-{i}-".encode() * 5
+        producer.send_async(body, None, partition_key=f"k{i % 3}")
+        sent[body] += 1
+    producer.flush()
+    producer.close()
+    assert payloads(assert_same_batches(plan(broker, topic, maxEntriesPerTask="3", maxRowsPerArrowBatch="40"))) == sent
+
+
+def test_chunked_messages_among_batches(broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"native-chunked-{unique}", 2)
+    sent = mixed_backlog(pulsar_client, topic)
+    for extra in (SMALL, {}):
+        assert payloads(assert_same_batches(plan(broker, topic, **extra))) == Counter(s.payload for s in sent)
+
+
+def test_encrypted_topic_with_the_key_and_without(broker, admin, pulsar_client, unique, key_pair):  # noqa: F811
+    topic = create_topic(admin, f"native-encrypted-{unique}", 0)
+    sent = produce_encrypted(pulsar_client, topic, key_pair)
+    public, private = key_pair
+    with_key = assert_same_batches(plan(broker, topic, **{"encryption.privateKeyPath": private, "encryption.publicKeyPath": public}))
+    assert payloads(with_key) == sent
+    consumed = assert_same_batches(plan(broker, topic, cryptoFailureAction="consume"))
+    # Delivered still encrypted: a message per unbatched entry, a producer batch as one message.
+    assert 15 < sum(b.num_rows for b in consumed) < sum(sent.values())
+    assert not set(payloads(consumed)) & set(sent)
+    assert assert_same_batches(plan(broker, topic, cryptoFailureAction="discard")) == []
+    for path in ("python", "native"):
+        with pytest.raises(Exception, match="encrypt"):
+            read_on(plan(broker, topic), path)
+
+
+def test_transactional_topic(broker, admin, unique):
+    topic = create_topic(admin, f"native-txn-{unique}", 0)
+    producer = TxnProducer(broker.service_url, topic)
+    try:
+        producer.do(*HISTORY)
+    finally:
+        producer.close()
+    native = assert_same_batches(plan(broker, topic, maxEntriesPerTask="2"))
+    assert payloads(native) == Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})
+
+
+def test_java_binary_keys_empty_keys_tombstones_and_empty_payloads(broker, admin, unique):
+    topic = create_topic(admin, f"native-java-{unique}", 0)
+    producer = JavaProducer("SchemaProducer.java", broker.service_url)
+    try:
+        for key, value in [("hex:00ff10", "v:binary key"), ("str:", "v:empty key"), ("str:k", "null"), ("none", "v:")]:
+            producer.do("\t".join(["send", topic, "bytes", key, value]))
+        producer.do("flush")
+    finally:
+        producer.close()
+    native = assert_same_batches(plan(broker, topic))
+    rows = [(r["key"], r["value"]) for b in native for r in b.to_pylist()]
+    assert Counter(rows) == Counter([("AP8Q", b"binary key"), (None, b"empty key"), ("k", None), (None, b"")])
+
+
+def test_schema_topics_decode_on_the_native_value_column(broker, admin, pulsar_client, unique):
+    class Reading(pulsar.schema.Record):
+        sensor = pulsar.schema.String()
+        value = pulsar.schema.Double()
+
+    for kind, schema in (("avro", pulsar.schema.AvroSchema(Reading)), ("json", pulsar.schema.JsonSchema(Reading)),
+                         ("string", pulsar.schema.StringSchema())):
+        topic = create_topic(admin, f"native-schema-{kind}-{unique}", 2)
+        producer = pulsar_client.create_producer(topic, schema=schema, batching_enabled=True, batching_max_messages=6,
+                                                 batching_max_publish_delay_ms=50)
+        for i in range(60):
+            producer.send_async(Reading(sensor=f"s{i}", value=i / 2) if kind != "string" else f"text-{i}", None)
+        producer.flush()
+        producer.close()
+        native = assert_same_batches(plan(broker, topic, **SMALL))
+        assert sum(b.num_rows for b in native) == 60
+        assert native[0].schema.names[0] in ("sensor", "value")
+
+
+# -- falling back --------------------------------------------------------------------------------
+@pytest.fixture
+def library_at(monkeypatch):
+    """Point the loader at another library file for one test (the process's loaded one is restored)."""
+    def use(path: str) -> None:
+        monkeypatch.setenv(native_module.LIBRARY_ENV, path)
+        monkeypatch.setattr(native_module, "LOADER", native_module.Loader())
+    monkeypatch.setattr("pulsar_throttled_source.reading.read_path._WARNED", set())
+    return use
+
+
+def _broken_library(tmp_path: Path) -> Path:
+    """A library that has the loader's first entry point but not the others (a wrong build)."""
+    source = tmp_path / "broken.c"
+    source.write_text("int par_load(const char *p, char *e, unsigned long n) { (void)p; (void)e; (void)n; return 0; }\n")
+    out = tmp_path / "libbroken.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
+    return out
+
+
+@pytest.mark.parametrize("broken", ["missing file", "missing symbol"])
+def test_a_missing_or_broken_library_falls_back_with_one_warning(broker, admin, pulsar_client, unique, tmp_path,
+                                                                 library_at, caplog, broken):
+    topic = create_topic(admin, f"native-fallback-{unique}", 2)
+    sent = produce(pulsar_client, topic, 60, batch=5)
+    parts = plan(broker, topic)  # readPath=auto
+    library_at(str(tmp_path / "nothing.so") if broken == "missing file" else str(_broken_library(tmp_path)))
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.read_path")
+    batches = [b for part in parts for b in read_range(part)]
+    assert payloads(batches) == Counter(s.payload for s in sent)
+    warnings = [r.getMessage() for r in caplog.records if "Python read path" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once per process and reason, not per task
+    assert ("nothing.so" in warnings[0]) if broken == "missing file" else ("par_" in warnings[0])
+    with pytest.raises(NativeReadPathUnavailable, match="Option 'readPath' is 'native'.*unavailable"):
+        read_on(parts, "native")
+
+
+def test_auto_takes_the_python_path_for_a_setting_the_native_path_cannot_apply(broker, admin, pulsar_client, unique,
+                                                                                library_at, caplog):
+    topic = create_topic(admin, f"native-setting-{unique}", 0)
+    sent = produce(pulsar_client, topic, 20, batch=5)
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.read_path")
+    parts = plan(broker, topic, **{"pulsar.client.connectionTimeoutMs": "5000"})
+    assert payloads([b for part in parts for b in read_range(part)]) == Counter(s.payload for s in sent)
+    assert any("pulsar.client.connection_timeout_ms" in r.getMessage() for r in caplog.records)
+
+
+# -- AddressSanitizer -----------------------------------------------------------------------------
+ASAN_READER = """
+import json, sys
+from collections import Counter
+from pulsar_throttled_source.reading.read import read_range
+from pulsar_throttled_source.reading.native_library import native_library
+assert native_library().available, native_library().reason
+sys.path[:0] = [sys.argv[2], sys.argv[3]]
+from test_native_read import plan
+result = {}
+for topic, extra in json.loads(sys.argv[1]):
+    rows = [v for p in plan(BROKER, topic, readPath="native", **extra) for b in read_range(p) for v in b.column("value").to_pylist()]
+    result[topic] = len(rows)
+print("counts", json.dumps(result))
+"""
+
+
+def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path, key_pair):  # noqa: F811
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not asan or not Path(asan).exists():
+        pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")
+    source = Path(__file__).resolve().parents[2] / "native" / "src" / "pulsar_arrow_reader.c"
+    library = tmp_path / "pulsar_arrow_reader_asan.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fsanitize=address",
+                    "-fno-omit-frame-pointer", "-o", str(library), str(source), "-ldl"], check=True)
+    fields, chunked, encrypted = (create_topic(admin, f"asan-{name}-{unique}", n) for name, n in
+                                  (("fields", 2), ("chunked", 1), ("encrypted", 0)))
+    expected = {fields: len(produce(pulsar_client, fields, 200, batch=7)), chunked: len(mixed_backlog(pulsar_client, chunked)),
+                encrypted: sum(produce_encrypted(pulsar_client, encrypted, key_pair).values())}
+    cases = [(fields, SMALL), (chunked, {}), (encrypted, {"encryption.privateKeyPath": key_pair[1]})]
+    here = Path(__file__).resolve().parent
+    script = f"BROKER = type('B', (), {{'service_url': {broker.service_url!r}, 'admin_url': {broker.admin_url!r}}})\n" + ASAN_READER
+    env = {**os.environ, "LD_PRELOAD": asan, native_module.LIBRARY_ENV: str(library),
+           # Python and the JVM-free client allocate for the process's life: leaks are not what this checks.
+           "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1"}
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(cases), str(here), str(here.parent)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert "AddressSanitizer" not in done.stderr, done.stderr[-4000:]
+    assert done.returncode == 0, done.stderr[-4000:]
+    counts = json.loads(done.stdout.split("counts ", 1)[1])
+    assert counts == expected
