@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
-.PHONY: demo test lint unit bench clean install
+.PHONY: demo test lint unit bench clean install wheels
 
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar_arrow_reader.c
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ test: lint
 	# much of their time waiting on quota windows and JVM starts, so two share the 2 cores well.
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile tests
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
+
+# The wheels to publish: the pure-Python one and the native read path's manylinux x86_64 and aarch64 ones.
+wheels: $(STAMP)
+	$(PY) -m pip wheel -q --no-deps . -w dist
+	$(PY) native/build_wheels.py --out dist
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q

@@ -13,7 +13,9 @@ prints the rates and their ratios (each read path against the plain loop, Spark 
 and writes a cProfile of one read task run to bench/out/profile_read.prof with its top functions
 printed (open the .prof with e.g. snakeviz or `python -m pstats`), and a py-spy flame graph of
 another (sampling, native frames included: the time inside the client shows too) to
-bench/out/read_flame.svg. Then reads the same messages with the Java client (bench/java/ReaderLoop.java,
+bench/out/read_flame.svg. Then reads the same messages with a C loop over libpulsar's C API
+(bench/c/reader_loop.c, compiled with gcc: the floor under the native read path, which adds its
+column writes and one Python call per entry), and with the Java client (bench/java/ReaderLoop.java,
 run with Java's single-file launcher on the broker's jars), touching every field the columns carry:
 the rate a read path with no Python object per message could approach (the native path's ceiling).
 
@@ -128,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         source_read(streams[profiled], planned[profiled], args.messages, profile)
         flame = None if args.no_flame else flame_graph(streams[profiled], planned[profiled], args.messages)
         java = None if args.no_java else java_rate(broker.service_url, topic, args.messages, args.rounds + 1)
+        c_api = c_api_rate(broker.service_url, topic, args.messages, args.rounds + 1)
         for stream in streams.values():
             stream.stop()
     OUT.mkdir(exist_ok=True)
@@ -144,6 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     pstats.Stats(str(OUT / "profile_read.prof")).sort_stats("tottime").print_stats(20)
     if flame is not None:
         print(f"flame graph of one read task run (py-spy, native frames included): {flame}")
+    if c_api is not None:
+        print(f"libpulsar's C API in a C loop over the same messages, every column's field touched (the floor under the native "
+              f"path): {c_api:,.0f} msg/s; {c_api / plain:.2f}x the plain Python loop; the read task (readPath={profiled}) "
+              f"reaches {source / c_api:.2f} of it")
     if java is not None:
         print(f"the Java client's reader over the same messages, every column's field touched (a native path's ceiling): "
               f"{java:,.0f} msg/s; {java / plain:.2f}x the plain Python loop, {java / source:.2f}x the read task (readPath={profiled})")
@@ -162,6 +169,28 @@ def java_rate(service_url: str, topic: str, messages: int, rounds: int) -> float
         print(f"the Java reader loop failed ({done.returncode}): {done.stderr.strip()[-500:]}")
         return None
     print("Java reader loop rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s (the first warms the JVM)")
+    return statistics.median(rates[1:])
+
+
+def c_api_rate(service_url: str, topic: str, messages: int, rounds: int) -> float | None:
+    """The median rate of bench/c/reader_loop.c's rounds after its first (compiled here with gcc)."""
+    from pulsar_throttled_source.reading.native_library import libpulsar_path
+
+    libpulsar = libpulsar_path()
+    if libpulsar is None or shutil.which("gcc") is None:
+        print("no libpulsar or no gcc: the C API loop is skipped")
+        return None
+    OUT.mkdir(exist_ok=True)
+    binary = OUT / "reader_loop"
+    subprocess.run(["gcc", "-O2", "-o", str(binary), str(Path(__file__).resolve().parent / "c" / "reader_loop.c"), "-ldl"],
+                   check=True)
+    done = subprocess.run([str(binary), str(libpulsar), service_url, topic, str(messages), str(rounds)],
+                          capture_output=True, text=True, timeout=900)
+    rates = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("rate ")]
+    if done.returncode != 0 or len(rates) < 2:
+        print(f"the C API loop failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        return None
+    print("C API loop rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s (the first warms the broker's cache)")
     return statistics.median(rates[1:])
 
 

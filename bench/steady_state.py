@@ -162,12 +162,12 @@ def run_steady_scenario(args: Any) -> None:
         spark.sparkContext.setLogLevel("WARN")
         per_trigger = max(args.partitions, entries // args.batches)
 
-        def run_source() -> tuple[float, int, float, int]:
+        def run_source(path: str) -> tuple[float, int, float, int]:
             with PeakRss("pyspark.daemon", "pyspark/worker", "pyspark.worker") as rss:
                 t = time.perf_counter()
                 q = (spark.readStream.format("pulsar-throttled").option("service.url", broker.service_url)
                      .option("admin.url", broker.admin_url).option("topic", str(topic)).option("startingOffsets", "earliest")
-                     .option("maxEntriesPerTrigger", str(per_trigger))
+                     .option("maxEntriesPerTrigger", str(per_trigger)).option("readPath", path)
                      .load().writeStream.format("noop").trigger(availableNow=True).start())
                 q.awaitTermination()
                 elapsed = time.perf_counter() - t
@@ -189,33 +189,46 @@ def run_steady_scenario(args: Any) -> None:
             q.stop()
             return steady_rate(q.recentProgress)[0]
 
+        from pulsar_throttled_source.reading.native_library import native_library
+
+        paths = ["python", "native"] if native_library().available else ["python"]
+        if len(paths) == 1:
+            print(f"the native read path is unavailable ({native_library().reason}): readPath=python only")
         run_plain()  # warm-up passes: JIT, class loading, Python workers
-        run_source()
+        for path in paths:
+            run_source(path)
         run_floor()
         plain: list[tuple[float, int]] = []
-        source: list[tuple[float, int, float, int]] = []
+        source: dict[str, list[tuple[float, int, float, int]]] = {path: [] for path in paths}
         floor: list[float] = []
         for r in range(args.rounds):
             plain.append(run_plain())
-            source.append(run_source())
+            for path in paths:
+                source[path].append(run_source(path))
             floor.append(run_floor())
-            print(f"round {r + 1}: plain readers {plain[-1][0]:,.0f} msg/s; source steady {source[-1][0]:,.0f} msg/s "
-                  f"({source[-1][3]} batches; end to end {source[-1][2]:,.0f} msg/s); Spark's floor {floor[-1]:,.0f} rows/s")
+            print(f"round {r + 1}: plain readers {plain[-1][0]:,.0f} msg/s; " + "; ".join(
+                f"source ({path}) steady {source[path][-1][0]:,.0f} msg/s ({source[path][-1][3]} batches; end to end "
+                f"{source[path][-1][2]:,.0f} msg/s)" for path in paths) + f"; Spark's floor {floor[-1]:,.0f} rows/s")
         spark.stop()
         admin.close()
 
     plain_rate = statistics.median(p[0] for p in plain)
-    steady = statistics.median(s[0] for s in source)
-    end_to_end = statistics.median(s[2] for s in source)
     mb = 2 ** 20
     print(f"plain pulsar-client readers ({args.processes} processes): {plain_rate:>12,.0f} msg/s, "
           f"peak RSS per process {max(p[1] for p in plain) / mb:.0f} MB")
-    print(f"source, steady state (local[{args.processes}], {per_trigger} entries per trigger): {steady:>12,.0f} msg/s; "
-          f"end to end {end_to_end:,.0f} msg/s; peak RSS per Python worker {max(s[1] for s in source) / mb:.0f} MB")
     floor_rate = statistics.median(floor)
     print(f"Spark's floor, steady state (prebuilt Arrow batches of the same schema and rows, no Pulsar): {floor_rate:>12,.0f} rows/s")
     # Two costs per row on the same cores: the cheapest read (the plain rate) and Spark's own share
     # (the floor). A read path that adds nothing to the plain loop would reach their harmonic sum.
     both = 1 / (1 / plain_rate + 1 / floor_rate)
-    print(f"ratio steady/plain: {steady / plain_rate:.2f} (target >= 1.0); the plain loop and Spark's floor together "
-          f"would give {both:,.0f} msg/s: the source reaches {steady / both:.2f} of that")
+    for path in paths:
+        steady = statistics.median(s[0] for s in source[path])
+        end_to_end = statistics.median(s[2] for s in source[path])
+        print(f"source, readPath={path}, steady state (local[{args.processes}], {per_trigger} entries per trigger): "
+              f"{steady:>12,.0f} msg/s; end to end {end_to_end:,.0f} msg/s; peak RSS per Python worker "
+              f"{max(s[1] for s in source[path]) / mb:.0f} MB")
+        print(f"  ratio steady/plain: {steady / plain_rate:.2f}; the plain loop and Spark's floor together would give "
+              f"{both:,.0f} msg/s: the source reaches {steady / both:.2f} of that")
+    if len(paths) == 2:
+        native, python = (statistics.median(s[0] for s in source[p]) for p in ("native", "python"))
+        print(f"native / python read path, steady state: {native / python:.2f}x")

@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 from .options import parse_options  # noqa: E402
 from .reading.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
+from .reading.read_path import describe_read_path  # noqa: E402
 from .schemas.columns import ValueSchema  # noqa: E402
 from .schemas.topic_schema import value_schema_for  # noqa: E402
 
@@ -28,6 +29,9 @@ class PulsarThrottledDataSource(DataSource):
         return "pulsar-throttled"
 
     def schema(self) -> str | StructType:
+        o = self.parsed
+        if o.read_path == "native":  # fail at load, naming why, rather than in every read task
+            describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs)
         value = self._value_schema()
         return SPARK_SCHEMA_DDL if value is None else value.spark_schema()
 

@@ -46,6 +46,7 @@ from .positions import (
     with_query_start,
 )
 from .reading.read import read_range
+from .reading.read_path import describe_read_path
 from .reading.task import ClientConfig, PartitionRange
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
@@ -106,6 +107,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         if self._catalog is None:
             enable_console_log()  # first planning call in the runner process
             o = self.options
+            log.info("Read tasks read with %s", describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs))
             needs_stats = o.throttled
             # Topics a pattern matches later must carry the schema type the query's columns decode.
             guard = TopicSchemaGuard(self.admin, self.value_schema).check if o.decode_schema else None

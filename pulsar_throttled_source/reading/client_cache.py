@@ -48,15 +48,14 @@ class NativeClient:
         from .native_library import native_library
         from .native_reader import create_client
 
-        lib = native_library().lib
-        assert lib is not None, "the native read path was chosen without its library"
-        self.lib = lib
-        self.handle: int | None = create_client(lib, config)
+        self.loaded = native_library()
+        assert self.loaded.lib is not None, "the native read path was chosen without its library"
+        self.handle: int | None = create_client(self.loaded.lib, config)
 
     def close(self) -> None:
-        if self.handle is not None:
+        if self.handle is not None and self.loaded.lib is not None:
             handle, self.handle = self.handle, None
-            self.lib.par_client_free(handle)
+            self.loaded.lib.par_client_free(handle)
 
 
 class ClientCache:
@@ -147,8 +146,13 @@ def open_native_reader(part: PartitionRange, start_id: bytes | None) -> NativeRe
     cfg = part.config
 
     def attempt() -> NativeReader:
+        from .native_library import native_library
+
         client = _NATIVE_CACHE.client(cfg)
-        return NativeReader.open(client.lib, client.handle, cfg, part.partition, start_id)
+        if client.loaded is not native_library():  # made by another build of the library (tests load several)
+            drop_native_client(cfg)
+            client = _NATIVE_CACHE.client(cfg)
+        return NativeReader.open(client.loaded, client.handle, cfg, part.partition, start_id)
 
     return _open_with_retries(part, attempt, drop_native_client)
 

@@ -14,7 +14,18 @@ from typing import Any
 import pyarrow as pa
 
 from .arrow_rows import ARROW_SCHEMA
-from .native_library import KEY, MESSAGE_ID, ORDERING_KEY, PRODUCER, PROP_KEY, PROP_VALUE, STATUS_ERROR, VALUE, pulsar_error
+from .native_library import (
+    KEY,
+    MESSAGE_ID,
+    ORDERING_KEY,
+    PRODUCER,
+    PROP_KEY,
+    PROP_VALUE,
+    STATUS_ERROR,
+    VALUE,
+    NativeLibrary,
+    pulsar_error,
+)
 from .task import ClientConfig
 
 _BOOL_SETTINGS = {"tls_allow_insecure_connection", "tls_validate_hostname", "is_read_compacted"}
@@ -26,11 +37,14 @@ READER_SETTINGS = {"receiver_queue_size", "reader_name", "subscription_role_pref
 CRYPTO_FAILURE_ACTIONS = {"fail": 0, "discard": 1, "consume": 2}
 
 
-def unsupported_settings(cfg: ClientConfig) -> list[str]:
-    """The pass-through settings of this configuration the native path cannot apply."""
-    out = [f"pulsar.client.{name}" for name, value in cfg.client_kwargs if name not in CLIENT_SETTINGS
+Settings = tuple[tuple[str, Any], ...]  # pulsar.Client / create_reader keyword arguments
+
+
+def unsupported_settings(client_kwargs: Settings, reader_kwargs: Settings) -> list[str]:
+    """The pass-through settings the native path cannot apply."""
+    out = [f"pulsar.client.{name}" for name, value in client_kwargs if name not in CLIENT_SETTINGS
            and not (name == "use_tls" and not value)]
-    out += [f"pulsar.reader.{name}" for name, _ in cfg.reader_kwargs if name not in READER_SETTINGS]
+    out += [f"pulsar.reader.{name}" for name, _ in reader_kwargs if name not in READER_SETTINGS]
     return out
 
 
@@ -61,17 +75,16 @@ def create_client(lib: ctypes.CDLL, cfg: ClientConfig) -> int:
 class NativeReader:
     """One open reader of the native library and the batch it is filling."""
 
-    def __init__(self, lib: ctypes.CDLL, handle: int, topic: str) -> None:
-        self._lib = lib
+    def __init__(self, loaded: NativeLibrary, handle: int, topic: str) -> None:
+        assert loaded.lib is not None
+        self._lib = loaded.lib
         self._handle: int | None = handle
         self._topic = topic
-        from .native_library import native_library
-
-        self.group = native_library().group_type()
+        self.group = loaded.group_type()
         self._group_ref = ctypes.byref(self.group)
 
     @classmethod
-    def open(cls, lib: ctypes.CDLL, client: int, cfg: ClientConfig, topic: str, start_id: bytes | None) -> NativeReader:
+    def open(cls, loaded: NativeLibrary, client: int, cfg: ClientConfig, topic: str, start_id: bytes | None) -> NativeReader:
         import pulsar
 
         from .client_cache import DEFAULT_RECEIVER_QUEUE
@@ -84,13 +97,15 @@ class NativeReader:
         names, values, n = _c_strings(pairs)
         result = ctypes.c_int(0)
         err = ctypes.create_string_buffer(512)
+        lib = loaded.lib
+        assert lib is not None
         handle = lib.par_reader_open(client, topic.encode(), start_id, len(start_id or b""), names, values, n,
                                      ctypes.byref(result), err, len(err))
         if not handle:
             if result.value in (0, 1, 2):  # the library's own failure, not the broker's
                 raise pulsar.PulsarException(f"Cannot open a native reader on {topic}: {err.value.decode(errors='replace')}")
             raise pulsar_error(result.value, f"Cannot open a reader on {topic}")
-        return cls(lib, handle, topic)
+        return cls(loaded, handle, topic)
 
     def read_group(self, timeout_ms: int, max_rows: int) -> Any:
         """Append the next entry's messages (see par_read_group); raises what the client raised."""

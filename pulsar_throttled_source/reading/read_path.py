@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from .native_library import native_library
-from .native_reader import unsupported_settings
+from .native_reader import Settings, unsupported_settings
 from .task import ClientConfig
 
 log = logging.getLogger(__name__)
@@ -22,27 +22,44 @@ class NativeReadPathUnavailable(RuntimeError):
     """readPath=native where the native read path cannot run."""
 
 
-def native_path_problem(cfg: ClientConfig) -> str:
-    """Why the native path cannot read with this configuration ('' when it can)."""
+def native_path_problem(client_kwargs: Settings, reader_kwargs: Settings) -> str:
+    """Why the native path cannot read with these settings ('' when it can)."""
     loaded = native_library()
     if not loaded.available:
         return loaded.reason
-    unsupported = unsupported_settings(cfg)
+    unsupported = unsupported_settings(client_kwargs, reader_kwargs)
     if unsupported:
         return f"the native read path cannot apply {', '.join(unsupported)}"
     return ""
 
 
+def describe_read_path(read_path: str, client_kwargs: Settings, reader_kwargs: Settings) -> str:
+    """Which path read tasks in this process's environment take, for the planner's log line; raises
+    NativeReadPathUnavailable for readPath=native without it (so a query fails at load, not in a task)."""
+    if read_path == "python":
+        return "the Python read path (readPath=python)"
+    problem = native_path_problem(client_kwargs, reader_kwargs)
+    if not problem:
+        return f"the native read path (readPath={read_path})"
+    if read_path == "native":
+        raise _unavailable(problem)
+    return f"the Python read path (readPath=auto): {problem}"
+
+
+def _unavailable(problem: str) -> NativeReadPathUnavailable:
+    return NativeReadPathUnavailable(
+        f"Option 'readPath' is 'native' but the native read path is unavailable: {problem}. Install "
+        "pulsar-throttled-source-native for this platform, or set readPath to 'auto' or 'python'.")
+
+
 def uses_native_path(cfg: ClientConfig) -> bool:
     if cfg.read_path == "python":
         return False
-    problem = native_path_problem(cfg)
+    problem = native_path_problem(cfg.client_kwargs, cfg.reader_kwargs)
     if not problem:
         return True
     if cfg.read_path == "native":
-        raise NativeReadPathUnavailable(
-            f"Option 'readPath' is 'native' but the native read path is unavailable: {problem}. Install "
-            "pulsar-throttled-source-native for this platform, or set readPath to 'auto' or 'python'.")
+        raise _unavailable(problem)
     if problem not in _WARNED:
         _WARNED.add(problem)
         log.warning("Reading with the Python read path (readPath=auto): %s.", problem)

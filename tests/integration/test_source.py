@@ -49,10 +49,12 @@ def run_available_now(spark, opts, checkpoint, sink: Collected, timeout: float =
     assert q.exception() is None
 
 
-def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topic, tmp_path):
+@pytest.mark.parametrize("read_path", ["auto", "python"])  # auto: the native read path where it is installed (make test)
+def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topic, tmp_path, read_path):
     topic, sent = backlog_topic
     sink = Collected()
-    run_available_now(spark, source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=97), tmp_path / "cp", sink)
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=97, readPath=read_path)
+    run_available_now(spark, opts, tmp_path / "cp", sink)
     assert_exactly(sink.rows, sent)
     assert len(sink.batches) > 3  # the entry cap split the backlog into several micro-batches
     row = next(r for r in sink.rows if r.value == b"batched-0")
@@ -87,6 +89,7 @@ def test_processing_time_trigger_and_new_data_while_running(spark, broker, admin
 
 
 def test_restart_on_checkpoint_continues_exactly_once(spark, broker, backlog_topic, tmp_path):
+    """The restart also moves the query from the native read path (auto, where installed) to the Python one."""
     topic, sent = backlog_topic
     checkpoint = tmp_path / "cp"
     sink = Collected()
@@ -96,7 +99,7 @@ def test_restart_on_checkpoint_continues_exactly_once(spark, broker, backlog_top
     q.stop()
     first_run = sink.count()
     assert 0 < first_run < len(sent)
-    run_available_now(spark, opts, checkpoint, sink)
+    run_available_now(spark, {**opts, "readPath": "python"}, checkpoint, sink)
     assert_exactly(sink.rows, sent)
 
 

@@ -52,7 +52,7 @@ def test_settings_the_c_api_cannot_apply_keep_the_query_on_the_python_path(libra
     assert read_path.uses_native_path(config(client=(("operation_timeout_seconds", 10), ("use_tls", False)),
                                              reader=(("receiver_queue_size", 5),)))
     odd = config(client=(("connection_timeout_ms", 5000),), reader=(("reader_name", "r"),))
-    assert unsupported_settings(odd) == ["pulsar.client.connection_timeout_ms"]
+    assert unsupported_settings(odd.client_kwargs, odd.reader_kwargs) == ["pulsar.client.connection_timeout_ms"]
     assert not read_path.uses_native_path(odd)
     assert "cannot apply pulsar.client.connection_timeout_ms" in caplog.records[0].getMessage()
     with pytest.raises(read_path.NativeReadPathUnavailable, match="pulsar.client.connection_timeout_ms"):
@@ -64,3 +64,14 @@ def test_the_read_path_option():
     assert parse_options({"topic": "t", "readpath": "python"}).read_path == "python"
     with pytest.raises(ValueError, match="readPath.*'fast'.*auto, native, python"):
         parse_options({"topic": "t", "readpath": "fast"})
+
+
+def test_the_planner_says_which_path_tasks_take_and_native_fails_at_load(library):
+    library(True)
+    assert read_path.describe_read_path("auto", (), ()) == "the native read path (readPath=auto)"
+    assert read_path.describe_read_path("python", (), ()) == "the Python read path (readPath=python)"
+    library(False, "no libpulsar found in the pulsar-client installation")
+    assert read_path.describe_read_path("auto", (), ()) == ("the Python read path (readPath=auto): no libpulsar found in the "
+                                                            "pulsar-client installation")
+    with pytest.raises(read_path.NativeReadPathUnavailable, match="no libpulsar found"):
+        read_path.describe_read_path("native", (), ())
