@@ -39,6 +39,16 @@ class EntryLookup:
         ledger, first, _ = self._part.runs[0]
         return self((ledger, first)) is None and not self._api().topic_is_stored(self._topic())
 
+    def range_gone(self) -> bool:
+        """Whether every planned entry is gone: the range's last planned entry is no longer stored
+        (asked afresh). Ledgers are deleted oldest first, so nothing before it is stored either:
+        the topic was deleted, or retention trimmed past the whole range."""
+        assert self._part.runs
+        ledger, first, count = self._part.runs[-1]
+        last = (ledger, first + count - 1)
+        self._cache.pop(last, None)
+        return self(last) is None
+
     def _topic(self) -> TopicName:
         return TopicName.parse(self._part.partition)
 

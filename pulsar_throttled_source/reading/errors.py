@@ -22,11 +22,18 @@ class DataLossError(RuntimeError):
     pass
 
 
-def report_missing(part: PartitionRange, missing: list[Position],
-                   why: str = "deleted after planning: retention, truncation or a deleted topic") -> None:
+class PartitionDeleted(RuntimeError):
+    """Every planned entry of the range is gone (the topic was deleted) while the task waited on the
+    broker: stop retrying and report them (failOnDataLoss), not wait out pollTimeoutMs."""
+
+    WHY = "the partition was deleted while it was read"
+
+
+def report_missing(part: PartitionRange, missing: list[Position], why: str | None = None) -> None:
     """Planned entries deleted between planning and reading follow failOnDataLoss, as in planning."""
     if not missing:
         return
+    why = why or "deleted after planning: retention, truncation or a deleted topic"
     lost = f"{len(missing)} planned entries of {part.partition} ({_span(missing)}) are no longer stored"
     if part.config.fail_on_data_loss:
         raise DataLossError(f"Data loss: {lost} ({why}). Set failOnDataLoss=false to continue without them.")

@@ -11,21 +11,23 @@ the batch size in the message id, asking the broker only when the id does not ca
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
 from .decoded_rows import decode_native_batch, decoder_for
 from .entry_lookup import EntryLookup
-from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
+from .errors import PartitionDeleted, encrypted_without_key, gave_up_waiting, read_timeout, report_missing
 from .native_library import STATUS_TIMEOUT
 from .native_reader import NativeReader
 from .range_entries import EncryptedEntryError, RangeAccount
 from .task import IDLE_CHECK_MS, PartitionRange
 
 
-def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: EntryLookup) -> Iterator[pa.RecordBatch]:
-    """The messages the range owns, as read._read_messages defines them, as Arrow batches."""
+def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: EntryLookup,
+                         gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
+    """The messages the range owns, as read._read_messages defines them, as Arrow batches. `gone`
+    says whether the range's entries were all deleted, asked when the broker keeps failing."""
     cfg = part.config
     start = (part.start.ledger_id, part.start.entry_id)
     end = (part.end.ledger_id, part.end.entry_id)
@@ -43,6 +45,7 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
     skip = False
     in_end_entry = False
     idle_ms = 0
+    deleted = False
 
     def done(settled: bool) -> bool:
         nonlocal owed_since
@@ -64,7 +67,7 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
         """Whether messages of the entry just read may follow (-1: the id did not say; ask the broker)."""
         from .client_cache import has_message_available
 
-        return complete == 0 or (complete < 0 and has_message_available(reader, part))
+        return complete == 0 or (complete < 0 and has_message_available(reader, part, gone))
 
     try:
         while True:
@@ -116,7 +119,10 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
                 break
     except EncryptedEntryError as e:
         raise encrypted_without_key(part, e) from None
+    except PartitionDeleted:
+        deleted = True
     if reader.rows:
         yield batch()
     if account is not None:
-        report_missing(part, account.missing)
+        report_missing(part, sorted({*account.missing, *account.unseen()}) if deleted else account.missing,
+                       PartitionDeleted.WHY if deleted else None)

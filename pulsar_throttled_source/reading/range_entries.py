@@ -134,6 +134,14 @@ class RangeAccount:
             self.cursor.accounted(first_chunk)
             self.owed.pop(first_chunk, None)
 
+    def unseen(self) -> list[Position]:
+        """The positions not seen yet, taken off the books (the range ends without them)."""
+        out = []
+        while (position := self.cursor.peek()) is not None:
+            out.append(position)
+            self.cursor.skip_next()
+        return out
+
     def owes(self, first_chunk: Position) -> bool:
         return first_chunk in self.owed
 

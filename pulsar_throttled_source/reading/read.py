@@ -10,7 +10,7 @@ read_path chooses), and what goes wrong is reported by errors.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +20,7 @@ from .arrow_rows import Columns, EntryIds, varint
 from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
-from .errors import encrypted_without_key, gave_up_waiting, read_timeout, report_missing
+from .errors import PartitionDeleted, encrypted_without_key, gave_up_waiting, read_timeout, report_missing
 from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
 from .read_path import uses_native_path
@@ -43,15 +43,19 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     try:
         if part.runs and lookups.partition_gone():
             # Never open a reader here: the broker's topic auto-creation would bring the partition back.
-            report_missing(part, [(ledger, entry) for ledger, first, count in part.runs for entry in range(first, first + count)],
-                           "the partition was deleted after planning")
+            report_missing(part, planned_positions(part), "the partition was deleted after planning")
             return
-        if native:
-            reader = open_native_reader(part, None if part.start == BEFORE_EARLIEST else start_id.serialize())
-            messages = read_native_messages(reader, part, lookups)
-        else:
-            reader = open_reader(part, start_id)
-            messages = _read_messages(reader, part, lookups)
+        gone = lookups.range_gone if part.runs else None
+        try:
+            if native:
+                reader = open_native_reader(part, None if part.start == BEFORE_EARLIEST else start_id.serialize(), gone)
+                messages = read_native_messages(reader, part, lookups, gone)
+            else:
+                reader = open_reader(part, start_id, gone)
+                messages = _read_messages(reader, part, lookups, gone)
+        except PartitionDeleted:
+            report_missing(part, planned_positions(part), PartitionDeleted.WHY)
+            return
         failed = False
         try:
             yield from messages
@@ -62,6 +66,10 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
             _close(reader, cfg, failed, native)
     finally:
         lookups.close()
+
+
+def planned_positions(part: PartitionRange) -> list[tuple[int, int]]:
+    return [(ledger, entry) for ledger, first, count in part.runs or () for entry in range(first, first + count)]
 
 
 def _close(reader: Any, cfg: ClientConfig, failed: bool, native: bool) -> None:
@@ -77,7 +85,8 @@ def _close(reader: Any, cfg: ClientConfig, failed: bool, native: bool) -> None:
     (drop_native_client if native else drop_client)(cfg)
 
 
-def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> Iterator[pa.RecordBatch]:
+def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
+                   gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """The messages the range owns: those whose entry (for a chunked message, whose FIRST chunk)
     lies in (start, end]. A chunked message that starts in the range and ends after it is read to
     its end; one that started before the range belongs to the previous range (the client drops
@@ -126,6 +135,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
     id_tail = b""
     rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
     idle_ms = 0
+    deleted = False
 
     def done(settled: bool) -> bool:
         """Whether to stop: the range owes nothing more, or its owed chunked messages timed out."""
@@ -203,15 +213,18 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup) -> I
                 assert account is not None
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
-                more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part)
+                more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part, gone)
                 if not more_of_end_batch and done(account.settled()):
                     break  # the end entry was read (or the last owed message arrived past it)
             # Last entry of the range: done unless more messages of the same batch follow.
-            if account is None and in_end_entry and (index < 0 or not has_message_available(reader, part)):
+            if account is None and in_end_entry and (index < 0 or not has_message_available(reader, part, gone)):
                 break
     except EncryptedEntryError as e:
         raise encrypted_without_key(part, e) from None
+    except PartitionDeleted:
+        deleted = True
     if columns.rows:
         yield columns.to_batch(part.partition, part.partition_index)
     if account is not None:
-        report_missing(part, account.missing)
+        report_missing(part, sorted({*account.missing, *account.unseen()}) if deleted else account.missing,
+                       PartitionDeleted.WHY if deleted else None)
