@@ -120,7 +120,8 @@ def run(mode):
     rows = sum(p["numInputRows"] for p in batches)
     out = {"mode": mode, "rows": rows, "batches": len(batches), "end_to_end": rows / (ends(batches[-1]) - t0),
            "batch_rows": [p["numInputRows"] for p in batches],
-           "batch_ms": [p["durationMs"].get("triggerExecution", 0) for p in batches]}
+           "phases_ms": {k: sorted(p["durationMs"].get(k, 0) for p in batches[1:])[len(batches[1:]) // 2]
+                         for k in batches[-1]["durationMs"]} if len(batches) > 1 else {}}
     if len(batches) >= 3:
         out["steady"] = sum(p["numInputRows"] for p in batches[1:]) / (ends(batches[-1]) - ends(batches[0]))
     return out
@@ -169,6 +170,13 @@ def progress_end(p: Any) -> float:
     return started + p["durationMs"].get("triggerExecution", 0) / 1000
 
 
+def median_phases(batches: list[Any]) -> dict[str, int]:
+    """The median of each phase Spark times (durationMs: latestOffset, addBatch, commitOffsets, ...) over every batch
+    that read rows but the first."""
+    rest = batches[1:]
+    return {k: sorted(int(p["durationMs"].get(k, 0)) for p in rest)[len(rest) // 2] for k in rest[-1]["durationMs"]} if rest else {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jar", required=True, help="the pulsar-spark connector's shaded jar (Scala 2.12, Spark 3.5)")
@@ -215,7 +223,8 @@ def main() -> None:
             rows = sum(p["numInputRows"] for p in batches)
             assert rows == args.messages, rows
             steady, n = steady_rate(q.recentProgress)
-            return {"steady": steady, "end_to_end": rows / (progress_end(batches[-1]) - t), "batches": n}
+            return {"steady": steady, "end_to_end": rows / (progress_end(batches[-1]) - t), "batches": n,
+                    "phases_ms": median_phases(batches)}
 
         jvm = JvmSide(args.spark35_python, args.jar, broker.service_url, broker.admin_url, str(topic), args.messages,
                       max_bytes, args.cores)
@@ -243,6 +252,8 @@ def main() -> None:
                       f"end to end {jvm_batches[-1]['end_to_end']:,.0f} ({jvm_batches[-1]['batches']} batches, rows per batch "
                       f"{min(jvm_batches[-1]['batch_rows']):,}..{max(jvm_batches[-1]['batch_rows']):,}); JVM AvailableNow "
                       f"(one batch) end to end {jvm_once[-1]['end_to_end']:,.0f} msg/s", flush=True)
+                print(f"  median ms per batch (all but the first): ours {ours[-1]['phases_ms']}; JVM {jvm_batches[-1]['phases_ms']}",
+                      flush=True)
         finally:
             jvm.close()
             spark.stop()

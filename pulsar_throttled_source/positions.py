@@ -90,7 +90,11 @@ def query_start(value: Any, where: str) -> dict[str, EntryPosition] | None:
 # so a restart charges the same bucket and two queries never share one by accident of naming.
 QUERY_ID = "queryId"
 _QUERY_ID_FORM = re.compile(r"[0-9a-f]{32}")
-_NOT_PARTITIONS = (QUERY_START, QUERY_ID)
+# Carried by an end offset whose position for a partition is the last entry of a closed ledger
+# followed by an empty one (partition -> that next ledger's id): the proof a restart needs, once
+# retention deleted the fully read ledger, that nothing unread went with it.
+LEDGER_ENDS = "ledgerEnds"
+_NOT_PARTITIONS = (QUERY_START, QUERY_ID, LEDGER_ENDS)
 
 
 def new_query_id() -> str:
@@ -109,6 +113,20 @@ def query_id(value: Any, where: str) -> str | None:
     if not isinstance(found, str) or not _QUERY_ID_FORM.fullmatch(found):
         raise ValueError(f"{where}: {QUERY_ID} must be 32 lowercase hex digits, got {found!r}. {CHECKPOINT_HINT}")
     return found
+
+
+def with_ledger_ends(end: dict, next_ledgers: Mapping[str, int]) -> dict:
+    return {**end, LEDGER_ENDS: {p: next_ledgers[p] for p in sorted(next_ledgers, key=partition_sort_key)}} if next_ledgers else end
+
+
+def ledger_ends(value: Any, where: str) -> dict[str, int]:
+    """partition -> the ledger after its position, where the offset `value` carries it."""
+    if not isinstance(value, Mapping) or LEDGER_ENDS not in value:
+        return {}
+    found = value[LEDGER_ENDS]
+    if not isinstance(found, Mapping) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in found.values()):
+        raise ValueError(f"{where}: {LEDGER_ENDS} must map partitions to ledger ids, got {found!r}. {CHECKPOINT_HINT}")
+    return {str(p): int(v) for p, v in found.items()}
 
 
 def checkpointed_offsets(value: Any, where: str) -> dict[str, EntryPosition]:

@@ -25,6 +25,7 @@ from .metadata.admin import PulsarAdmin
 from .metadata.catalog import PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
 from .metadata.entry_sizes import EntrySizes
+from .metadata.layout import PartitionLayout
 from .metadata.policies import BrokerPolicies
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
@@ -38,10 +39,12 @@ from .positions import (
     BEFORE_EARLIEST,
     EntryPosition,
     checkpointed_offsets,
+    ledger_ends,
     new_query_id,
     offsets_to_json,
     query_id,
     query_start,
+    with_ledger_ends,
     with_query_id,
     with_query_start,
 )
@@ -175,9 +178,10 @@ class PulsarStreamReader(DataSourceStreamReader):
         starts = self.data_loss.drop_gone_partitions(starts, snap)
 
         backlogs = {}
+        proofs = ledger_ends(start, "start offset (from the checkpoint)")
         for partition, layout in snap.layouts.items():
             s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
-            self.data_loss.check_range(partition, layout, s)
+            self.data_loss.check_range(partition, layout, s, ledger_after=proofs.get(partition))
             # Never past an open transaction's start (the broker would not dispatch it); with
             # Trigger.AvailableNow, never beyond what was readable when the query started.
             until = snap.readable_end(partition)
@@ -203,7 +207,10 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._report = backlog_report(snap, end)
         if end == given:
             return start  # unchanged, as Spark gave it (it compares offsets as JSON): no new batch
-        planned = with_query_id(offsets_to_json(end), self._query_id or "")
+        # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
+        # retention deletes the ledger, a restart proves from it that nothing unread went with it.
+        next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}
+        planned = with_ledger_ends(with_query_id(offsets_to_json(end), self._query_id or ""), next_ledgers)
         if start == self._initial:  # the query's first batch: its end records where it starts
             return with_query_start(planned, given)
         self._last_planned = (planned, end)
@@ -235,8 +242,12 @@ class PulsarStreamReader(DataSourceStreamReader):
         carried = query_start(end, "end offset of the micro-batch") if start != end else None
         starts = carried or checkpointed_offsets(start, "start offset of the micro-batch")
         ends = checkpointed_offsets(end, "end offset of the micro-batch")
+        proofs = {} if carried else ledger_ends(start, "start offset of the micro-batch")
+
+        def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
+            self.data_loss.check_range(partition, layout, s, e, proofs.get(partition))
         return task_ranges(starts, ends, self.catalog.snapshot(), self.options.max_entries_per_task,
-                           self._client_config(), self.data_loss.check_range)
+                           self._client_config(), check)
 
     def _client_config(self) -> ClientConfig:
         o = self.options

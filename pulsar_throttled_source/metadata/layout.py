@@ -205,6 +205,26 @@ class PartitionLayout:
                 return EntryPosition(following.ledger_id, -1) if position.entry_id == ledger.entries - 1 else position
         return position
 
+    def ledger_after_end(self, position: EntryPosition) -> int | None:
+        """The ledger that follows `position` when `position` is the last entry of a closed ledger
+        (past_ledger_end cannot say "before" it while it is empty). Carried by the offset: once
+        retention deletes the fully read ledger, a restart finding that next ledger still stored
+        knows nothing unread went with it (DataLossPolicy.check_range)."""
+        if position.ledger_id == self.open_ledger:
+            return None
+        for i, ledger in enumerate(self.ledgers):
+            if ledger.ledger_id == position.ledger_id:
+                if position.entry_id != ledger.entries - 1:
+                    return None
+                if i + 1 < len(self.ledgers):
+                    return self.ledgers[i + 1].ledger_id
+                return self.open_ledger if self.open_ledger is not None and self.open_ledger > ledger.ledger_id else None
+        return None
+
+    def holds_ledger(self, ledger_id: int) -> bool:
+        """Whether ledger `ledger_id` is still stored (the open ledger included, even empty)."""
+        return ledger_id == self.open_ledger or any(l.ledger_id == ledger_id for l in self.ledgers)
+
     def stores(self, position: EntryPosition) -> bool:
         """Whether the entry at `position` is still stored."""
         return any(l.ledger_id == position.ledger_id and 0 <= position.entry_id < l.entries for l in self.ledgers)

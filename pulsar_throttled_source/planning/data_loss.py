@@ -26,9 +26,13 @@ class DataLossPolicy:
         self._warned: set[tuple[str, object]] = set()
 
     def check_range(self, partition: str, layout: PartitionLayout, start: EntryPosition,
-                    end: EntryPosition | None = None) -> None:
-        """Unread entries after `start` (up to a planned `end`, for a batch re-run) that are no longer stored."""
+                    end: EntryPosition | None = None, ledger_after: int | None = None) -> None:
+        """Unread entries after `start` (up to a planned `end`, for a batch re-run) that are no longer stored.
+        `ledger_after`: the ledger that followed `start` when `start` ended a closed ledger (the offset's
+        proof): still stored, it holds everything after `start`, so its deleted ledger held nothing unread."""
         lost = layout.lost_range(start)
+        if lost is not None and ledger_after is not None and start.ledger_id < ledger_after and layout.holds_ledger(ledger_after):
+            return
         if lost is None and end is not None and start < end and not layout.stores(end) and (layout.first is None or end < layout.first):
             # The planned range ends before the oldest stored entry: its entries were deleted.
             lost = (start, layout.first or EntryPosition(end.ledger_id, end.entry_id + 1))

@@ -14,7 +14,7 @@ from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
-from pulsar_throttled_source.positions import QUERY_ID, QUERY_START, EntryPosition
+from pulsar_throttled_source.positions import LEDGER_ENDS, QUERY_ID, QUERY_START, EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
@@ -63,7 +63,7 @@ def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **opt
 
 
 def positions(offsets: dict) -> dict[str, tuple[int, int]]:
-    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID)}
+    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID, LEDGER_ENDS)}
 
 
 def unlimited() -> ReadMaxRows:
@@ -182,6 +182,43 @@ def test_a_batch_that_ends_the_last_closed_ledger_keeps_its_offset_while_the_ope
     assert r.latestOffset(end, unlimited()) == end  # caught up: no empty batch
     catalog.set(layout(P0, [(5, 10), (11, 4)]))  # 9 dropped empty after an unload; 4 new entries in 11
     assert positions(r.latestOffset(end, unlimited())) == {P0: (11, 3)}  # no loss reported
+
+
+ROLLED_OVER = {"ledgers": [{"ledgerId": 5, "entries": 10, "size": 1000}, {"ledgerId": 9, "entries": 0, "size": 0}],
+               "currentLedgerEntries": 0, "currentLedgerSize": 0, "lastConfirmedEntry": "5:9", "entriesAddedCounter": 10}
+
+
+def test_a_restart_after_retention_deleted_the_fully_read_closed_ledger_is_not_loss(tmp_path):
+    # Caught up at 5:9, the last entry of closed ledger 5, while 9 is open and empty: the offset carries 9.
+    catalog = FakeCatalog(PartitionLayout.from_internal_stats(P0, ROLLED_OVER))
+    r = reader(tmp_path, catalog)
+    end = spark_json(r.latestOffset(r.initialOffset(), unlimited()))
+    assert positions(end) == {P0: (5, 9)} and end[LEDGER_ENDS] == {P0: 9}
+    # Stopped; retention deletes ledger 5; 9 receives 4 entries. A new reader (a restart) reads them, no loss.
+    catalog.set(layout(P0, [(9, 4)]))
+    restarted = reader(tmp_path, catalog)
+    later = restarted.latestOffset(end, unlimited())
+    assert positions(later) == {P0: (9, 3)} and LEDGER_ENDS not in later
+    (task,) = restarted.partitions(end, later)
+    assert task.runs == ((9, 0, 4),)
+
+
+def test_without_the_proof_a_deleted_ledger_after_the_offset_is_still_loss(tmp_path):
+    catalog = FakeCatalog(PartitionLayout.from_internal_stats(P0, ROLLED_OVER))
+    end = spark_json(reader(tmp_path, catalog).latestOffset(reader(tmp_path, catalog).initialOffset(), unlimited()))
+    catalog.set(layout(P0, [(11, 4)]))  # 5 deleted, and 9 too (dropped empty, or held entries that were deleted)
+    with pytest.raises(DataLossError, match=r"entries after 5:9 and before 11:0"):
+        reader(tmp_path, catalog).latestOffset(end, unlimited())
+    unproven = {k: v for k, v in end.items() if k != LEDGER_ENDS}  # an offset written before the proof existed
+    catalog.set(layout(P0, [(9, 4)]))
+    with pytest.raises(DataLossError, match=r"entries after 5:9 and before 9:0"):
+        reader(tmp_path, catalog).latestOffset(unproven, unlimited())
+
+
+def test_an_offset_inside_a_ledger_carries_no_proof(tmp_path):
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10), (9, 4)])))
+    end = r.latestOffset(r.initialOffset(), ReadMaxRows(3))
+    assert positions(end) == {P0: (5, 2)} and LEDGER_ENDS not in end
 
 
 def test_max_entries_per_task_also_splits_a_range_that_ends_before_the_next_ledger(tmp_path):
