@@ -201,6 +201,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         for partition, backlog in backlogs.items():
             s = starts.get(partition, BEFORE_EARLIEST)
             n = admitted.get(partition, 0)
+            if not n and partition not in starts:
+                continue  # a new partition nothing was admitted from: left out, or Spark would run an empty batch
             # A batch that ends a closed ledger ends "before the next one" (only when it moved:
             # an unchanged offset must stay equal, or Spark would run an empty batch).
             end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s

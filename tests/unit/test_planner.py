@@ -306,3 +306,18 @@ def test_a_corrupt_identity_in_a_checkpointed_offset_is_a_clear_error(tmp_path):
     r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10)])))
     with pytest.raises(ValueError, match=rf"{QUERY_ID} must be 32 lowercase hex digits, got 'x'.*checkpointLocation"):
         r.latestOffset({P0: {"ledgerId": 5, "entryId": 3}, QUERY_ID: "x"}, unlimited())
+
+
+def test_a_first_plan_that_admits_nothing_plans_no_batch(tmp_path):
+    """Issue 32: another query took the shared quota's whole window, so this query's first plan admits
+    nothing: Spark must see no new offset (no empty first micro-batch), also for a partition that
+    appeared after the query's initial offset."""
+    catalog, clock = FakeCatalog(layout(P0, [(5, 10), (9, 4)])), FakeClock()
+    quota = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "3"}
+    other, this = reader(tmp_path, catalog, clock, **quota), reader(tmp_path, catalog, clock, **quota)
+    initial = this.initialOffset()  # P0 only
+    catalog.set(layout(P0, [(5, 10), (9, 4)]), layout(P1, [(6, 8)]))  # a partition is added
+    assert positions(other.latestOffset(other.initialOffset(), unlimited())) == {P0: (5, 2), P1: (6, 2)}
+    assert this.latestOffset(initial, unlimited()) == initial
+    clock.now += 1.0  # the next window: both partitions are read, the new one from its beginning
+    assert positions(this.latestOffset(initial, unlimited())) == {P0: (5, 2), P1: (6, 2)}
