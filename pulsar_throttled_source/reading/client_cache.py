@@ -27,7 +27,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while Python converts rows
+MAX_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while a large range is converted
+# pulsar-client 3.x holds a permit for every chunk of a message until the whole message arrives, so a
+# queue shorter than a chunked message's chunks never receives it: 64 chunks is a 320 MB message at
+# the broker's default 5 MB maxMessageSize (a larger one needs pulsar.reader.receiverQueueSize).
+MIN_RECEIVER_QUEUE = 64
+
+
+def receiver_queue_for(part: PartitionRange) -> int:
+    """The permits a task's reader gives the broker: the range's entry count, within [64, 10,000]. The
+    broker reads as many entries as a consumer has permits (up to 100 per read) whatever they hold,
+    so a deeper queue has it read entries past the range from the bookies only for the task to drop
+    them: 3-14x the entries a throttled query delivers at small quotas (bench/bookie_reads.py)."""
+    return max(MIN_RECEIVER_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
 
 
 def python_client(config: ClientConfig) -> Any:
@@ -130,7 +142,7 @@ def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | 
     import pulsar
 
     cfg = part.config
-    kwargs = {"receiver_queue_size": DEFAULT_RECEIVER_QUEUE, **dict(cfg.reader_kwargs)}
+    kwargs = {"receiver_queue_size": receiver_queue_for(part), **dict(cfg.reader_kwargs)}
     if cfg.private_key_path:
         kwargs["crypto_key_reader"] = pulsar.CryptoKeyReader(cfg.public_key_path or "", cfg.private_key_path)
     if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too
@@ -152,7 +164,7 @@ def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Calla
         if client.loaded is not native_library():  # made by another build of the library (tests load several)
             drop_native_client(cfg)
             client = _NATIVE_CACHE.client(cfg)
-        return NativeReader.open(client.loaded, client.handle, cfg, part.partition, start_id)
+        return NativeReader.open(client.loaded, client.handle, cfg, part.partition, start_id, receiver_queue_for(part))
 
     return _open_with_retries(part, attempt, drop_native_client, gone)
 

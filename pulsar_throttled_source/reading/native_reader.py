@@ -84,12 +84,11 @@ class NativeReader:
         self._group_ref = ctypes.byref(self.group)
 
     @classmethod
-    def open(cls, loaded: NativeLibrary, client: int, cfg: ClientConfig, topic: str, start_id: bytes | None) -> NativeReader:
+    def open(cls, loaded: NativeLibrary, client: int, cfg: ClientConfig, topic: str, start_id: bytes | None,
+             receiver_queue: int) -> NativeReader:
         import pulsar
 
-        from .client_cache import DEFAULT_RECEIVER_QUEUE
-
-        pairs: list[tuple[str, Any]] = [("receiver_queue_size", DEFAULT_RECEIVER_QUEUE), *cfg.reader_kwargs]
+        pairs: list[tuple[str, Any]] = [("receiver_queue_size", receiver_queue), *cfg.reader_kwargs]  # a user's setting wins
         if cfg.private_key_path:
             pairs += [("public_key_path", cfg.public_key_path or ""), ("private_key_path", cfg.private_key_path)]
         if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too

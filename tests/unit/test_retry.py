@@ -169,7 +169,7 @@ def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_cl
     part = _part(10_000)
     assert client_cache.open_reader(part, "earliest") == "reader"
     assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client
-    assert client.opened[0][2] == {"receiver_queue_size": client_cache.DEFAULT_RECEIVER_QUEUE, "reader_name": "r"}
+    assert client.opened[0][2] == {"receiver_queue_size": 64, "reader_name": "r"}  # the range's 3 entries, at least 64
     warnings = [r.getMessage() for r in caplog.records]
     assert "(ConnectError); retry 1 in 0.5 s (waiting up to pollTimeoutMs=10000 ms)" in warnings[0]
     assert "retry 2 in 1.0 s" in warnings[1]
@@ -196,3 +196,13 @@ def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
     with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authParams'\.$"):
         client_cache.open_reader(_part(30_000), "earliest")
     assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
+
+
+def test_a_reader_asks_the_broker_for_its_range_entries_only():
+    """Issue 32: the broker reads as many entries as the reader has permits; permits beyond the range
+    make it read entries from the bookies that the task drops."""
+    config = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100)
+
+    def part(entries: int) -> PartitionRange:
+        return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, config)
+    assert [client_cache.receiver_queue_for(part(n)) for n in (0, 7, 64, 500, 10_000, 2_000_000)] == [64, 64, 64, 500, 10_000, 10_000]

@@ -1,0 +1,144 @@
+"""What the throttle itself costs the storage it protects (issue 32): BookKeeper entry reads and admin
+lookups per delivered entry, draining a backlog that is out of the broker's cache.
+
+Produces a backlog (default 2 partitions x 600 entries of 10 x 100 B messages), then for each
+scenario unloads the topic (the broker drops its entry cache with it) and drains the whole backlog
+with the source's own planner and read tasks in this process (no Spark: the costs measured are the
+planner's and the read tasks', Spark adds none), one planning call per trigger as Spark would make
+them, and counts:
+- bookie entry reads: the broker's `pulsar_ml_cache_pendingreads_entries_read_total` (every entry the
+  managed ledger reads from BookKeeper, dispatch and admin lookups alike), before and after;
+- admin lookups: the planner's HEAD .../ledger/L/entry/E requests (`entry` in the admin session's count);
+each per delivered entry, beside an unthrottled drain of the same backlog (the baseline: one read per
+entry). Target: precise mode's extra reads at most 10 % of the entries it delivers.
+
+    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.reading.read import read_range
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+from pulsar_throttled_source.topics import TopicName
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from throughput import quiet_logger  # noqa: E402
+from topic_admin import TopicAdmin  # noqa: E402
+
+STORAGE_READS = re.compile(r"^pulsar_ml_cache_pendingreads_entries_read_total\{[^}]*\} ([0-9.eE+]+)$", re.M)
+
+# name -> the source's options: a few quotas per mode (entries or messages per second, per partition).
+SCENARIOS: dict[str, dict[str, str]] = {
+    "unthrottled": {},
+    "batch, 40 entries/s": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "40"},
+    "batch, 100 entries/s": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "100"},
+    "precise, 400 msg/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInMsg": "400"},
+    "precise, 1000 msg/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInMsg": "1000"},
+    "precise, 40 KB/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInByte": "40000"},
+    "batch, 40 entries/s, queue 50": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "40",
+                                      "pulsar.reader.receiverQueueSize": "50"},
+    "precise, 40 KB/s, queue 50": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInByte": "40000",
+                                   "pulsar.reader.receiverQueueSize": "50"},
+    "precise, 40 KB/s, queue 5": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInByte": "40000",
+                                  "pulsar.reader.receiverQueueSize": "5"},
+}
+
+
+def produce(service_url: str, topic: TopicName, partitions: int, entries: int, batch: int) -> None:
+    """`entries` entries of `batch` x 100 B messages on each partition (a producer per partition, as
+    a keyed producer's batches land)."""
+    import pulsar
+
+    client = pulsar.Client(service_url, logger=quiet_logger())
+    for index in range(partitions):
+        producer = client.create_producer(str(topic.partition(index)), batching_enabled=True, batching_max_messages=batch,
+                                          batching_max_publish_delay_ms=1000, block_if_queue_full=True)
+        for _ in range(entries * batch):
+            producer.send_async(b"x" * 100, None)
+        producer.flush()
+        producer.close()
+    client.close()
+
+
+def storage_reads(admin_url: str) -> float:
+    found = STORAGE_READS.search(requests.get(f"{admin_url}/metrics/", timeout=30).text)
+    if found is None:
+        raise RuntimeError("the broker's metrics have no pulsar_ml_cache_pendingreads_entries_read_total")
+    return float(found.group(1))
+
+
+def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, entries: int) -> tuple[int, int, int, float]:
+    """Delivered (entries, messages), the planner's entry lookups, and seconds."""
+    stream = AdmissionControlStreamReader(parse_options({k.lower(): v for k, v in {
+        "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic, "startingOffsets": "earliest",
+        "quotaStatePath": str(work / f"quota-{time.time_ns()}.sqlite"), "metadataRefreshIntervalMs": "200", **options}.items()}))
+    t = time.monotonic()
+    start, delivered, messages = stream.initialOffset(), 0, 0
+    while delivered < entries:
+        tick = time.monotonic()
+        end = stream.latestOffset(start, stream.getDefaultReadLimit())  # a processing-time trigger's limit
+        if end != start:
+            for part in stream.partitions(start, end):
+                messages += sum(batch.num_rows for batch in read_range(part))
+                delivered += part.entries
+            stream.commit(end)
+            start = end
+        time.sleep(max(0.0, 0.2 - (time.monotonic() - tick)))  # a 200 ms processing-time trigger
+        if time.monotonic() - t > 600:
+            raise RuntimeError(f"the drain did not finish: {delivered} of {entries} entries")
+    lookups = stream.admin.requests_by_kind["entry"]
+    stream.stop()
+    return delivered, messages, lookups, time.monotonic() - t
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=2)
+    parser.add_argument("--entries", type=int, default=600, help="entries per partition")
+    parser.add_argument("--batch", type=int, default=10, help="messages per entry")
+    parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="run only these (repeatable)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="bench-bookie-reads-"))
+    with LocalBroker(data_dir=work / "broker") as broker:
+        admin = TopicAdmin(broker.admin_url)
+        topic = TopicName.parse(f"bench-bookie-reads-{time.time_ns()}")
+        admin.create_partitioned_topic(topic, args.partitions)
+        total_messages = args.partitions * args.entries * args.batch
+        produce(broker.service_url, topic, args.partitions, args.entries, args.batch)
+        entries = sum(int(s["numberOfEntries"]) for s in admin.partitioned_internal_stats(topic).values())
+        print(f"backlog: {entries:,} entries, {total_messages:,} messages of 100 B on {args.partitions} partitions")
+        rows = []
+        for name in args.scenario or list(SCENARIOS):
+            admin.unload_topic(topic)  # the broker's entry cache goes with the topic: every entry is read from the bookie again
+            time.sleep(1.0)
+            before = storage_reads(broker.admin_url)
+            delivered, messages, lookups, seconds = drain(broker, str(topic), SCENARIOS[name], work, entries)
+            reads = storage_reads(broker.admin_url) - before
+            rows.append((name, delivered, messages, reads, lookups, seconds))
+            print(f"{name}: {delivered:,} entries ({messages:,} messages) in {seconds:.1f} s; bookie entry reads {reads:,.0f} "
+                  f"({reads / delivered:.2f} per entry); entry lookups {lookups:,} ({lookups / delivered:.2f} per entry)", flush=True)
+        admin.close()
+    baseline = next((r for r in rows if r[0] == "unthrottled"), None)
+    print("\nscenario | delivered entries | bookie reads per entry | extra reads vs unthrottled | lookups per entry")
+    for name, delivered, _, reads, lookups, _ in rows:
+        extra = "" if baseline is None else f"{(reads / delivered) - (baseline[3] / baseline[1]):+.2f}"
+        print(f"{name} | {delivered:,} | {reads / delivered:.2f} | {extra} | {lookups / delivered:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
