@@ -162,14 +162,8 @@ def java_rate(service_url: str, topic: str, messages: int, rounds: int) -> float
     from pulsar_throttled_source.local_broker import resolve_broker_jars
 
     source = Path(__file__).resolve().parent / "java" / "ReaderLoop.java"
-    done = subprocess.run(["java", "-cp", f"{resolve_broker_jars()}/*", str(source), service_url, topic, str(messages),
-                           str(rounds)], capture_output=True, text=True, timeout=900)
-    rates = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("rate ")]
-    if done.returncode != 0 or len(rates) < 2:
-        print(f"the Java reader loop failed ({done.returncode}): {done.stderr.strip()[-500:]}")
-        return None
-    print("Java reader loop rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s (the first warms the JVM)")
-    return statistics.median(rates[1:])
+    return _loop_rate("Java reader loop", "the JVM", ["java", "-cp", f"{resolve_broker_jars()}/*", str(source), service_url,
+                                                     topic, str(messages), str(rounds)])
 
 
 def c_api_rate(service_url: str, topic: str, messages: int, rounds: int) -> float | None:
@@ -184,13 +178,17 @@ def c_api_rate(service_url: str, topic: str, messages: int, rounds: int) -> floa
     binary = OUT / "reader_loop"
     subprocess.run(["gcc", "-O2", "-o", str(binary), str(Path(__file__).resolve().parent / "c" / "reader_loop.c"), "-ldl"],
                    check=True)
-    done = subprocess.run([str(binary), str(libpulsar), service_url, topic, str(messages), str(rounds)],
-                          capture_output=True, text=True, timeout=900)
+    return _loop_rate("C API loop", "the broker's cache", [str(binary), str(libpulsar), service_url, topic, str(messages), str(rounds)])
+
+
+def _loop_rate(name: str, warms: str, command: list[str]) -> float | None:
+    """Run a reader loop printing "rate <msg/s>" per round; the median of the rounds after the first."""
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     rates = [float(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("rate ")]
     if done.returncode != 0 or len(rates) < 2:
-        print(f"the C API loop failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+        print(f"the {name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
         return None
-    print("C API loop rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + " msg/s (the first warms the broker's cache)")
+    print(f"{name} rounds: " + ", ".join(f"{r:,.0f}" for r in rates) + f" msg/s (the first warms {warms})")
     return statistics.median(rates[1:])
 
 

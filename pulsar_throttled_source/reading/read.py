@@ -9,7 +9,6 @@ read_path chooses), and what goes wrong is reported by errors.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -20,9 +19,10 @@ from .arrow_rows import Columns, EntryIds, varint
 from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
-from .errors import PartitionDeleted, encrypted_without_key, gave_up_waiting, read_timeout, report_missing
+from .errors import PartitionDeleted, encrypted_without_key, report_missing
 from .native_read import read_native_messages
-from .range_entries import EncryptedEntryError, RangeAccount, first_chunk_position
+from .range_entries import EncryptedEntryError, first_chunk_position
+from .range_progress import RangeProgress
 from .read_path import uses_native_path
 from .task import IDLE_CHECK_MS, ClientConfig, PartitionRange
 
@@ -95,14 +95,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     import pulsar
 
     cfg = part.config
-    start = (part.start.ledger_id, part.start.entry_id)
-    end = (part.end.ledger_id, part.end.entry_id)
-    # The range's last entry: its batch is read to the end. An end "before ledger L" (L, -1) names
-    # no entry; the planned runs say which entry is the last one.
-    last_entry = end
-    if part.runs:
-        run_ledger, run_first, run_count = part.runs[-1]
-        last_entry = (run_ledger, run_first + run_count - 1)
+    progress = RangeProgress(part, lookups)
+    account, last_entry, enter = progress.account, progress.last_entry, progress.enter
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
     # returns the native message directly, which halves the per-message cost on this hot path.
     raw_read = getattr(reader, "_reader", reader).read_next
@@ -114,12 +108,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
         return Columns() if decoder is None else DecodedColumns(decoder, part.partition)
 
     columns = new_columns()
-    # What an encrypted entry that has not arrived means: discarded by the client, an error (no key),
-    # or still coming (a key is set, or consume delivers it encrypted).
-    undecryptable = {"discard": "skip", "consume": "wait"}.get(cfg.crypto_failure_action, "wait" if cfg.private_key_path else "fail")
-    account = RangeAccount(part.runs, lookups, undecryptable) if part.runs is not None else None
-    owed_since: float | None = None  # when the range's end was reached with chunked messages still owed
-    last_pos = start
+    last_pos = progress.start
     # Where the current entry stands: decided at an entry's first message and reused for the
     # rest of its batch (a batch's messages arrive consecutively, index after index), which
     # saves two native calls per message on batched topics.
@@ -137,57 +126,30 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     idle_ms = 0
     deleted = False
 
-    def done(settled: bool) -> bool:
-        """Whether to stop: the range owes nothing more, or its owed chunked messages timed out."""
-        nonlocal owed_since
-        assert account is not None
-        if settled:
-            return True
-        if not account.cursor.exhausted:
-            return False
-        owed_since = owed_since if owed_since is not None else time.monotonic()
-        return gave_up_waiting(part, account.owed, owed_since)
-
     try:
         while True:
             try:
                 msg = raw_read(poll_ms)
             except pulsar.Timeout:
                 idle_ms += poll_ms
-                if account is not None and done(account.walk()):
+                if progress.idle(idle_ms, last_pos):
                     break
                 cursor_exhausted = account is not None and account.cursor.exhausted
-                if idle_ms >= cfg.poll_timeout_ms and (account is None or not account.cursor.exhausted):
-                    raise read_timeout(part, last_pos, account.held_back_at if account is not None else None) from None
                 continue
             idle_ms = 0
             mid = msg.message_id()
             index = mid.batch_index()
             if index < 1 or index != prev_index + 1:
                 position = (mid.ledger_id(), mid.entry_id())
-                key = position
                 first = None
                 if index < 0:
                     serialized = mid.serialize()
+                    # A chunked message belongs to the range of its first chunk.
                     first = first_chunk_position(serialized) if 0x3A in serialized else None
-                    if first is not None:
-                        key = first  # a chunked message belongs to the range of its first chunk
-                if account is not None:
-                    owed = first is not None and account.owes(first)
-                    account.saw(position, first)
-                    if owed:
-                        skip = False  # a message the range waited for, completed past its end
-                    elif key > end:
-                        if done(account.settled()):
-                            break
-                        skip = True  # the next range's message, read while waiting for owed ones
-                    else:
-                        skip = key <= start
-                elif key > end:
-                    break  # first message past the range: it belongs to the next micro-batch
-                else:
-                    # The exclusive start entry (or earlier) is delivered by the broker; skip it.
-                    skip = key <= start
+                verdict = enter(position, first)
+                if verdict is None:
+                    break  # the range is done: this message belongs to the next micro-batch
+                skip = verdict
                 in_end_entry = position == last_entry
                 last_pos = position
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
@@ -214,7 +176,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
                 more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part, gone)
-                if not more_of_end_batch and done(account.settled()):
+                if not more_of_end_batch and progress.done(account.settled()):
                     break  # the end entry was read (or the last owed message arrived past it)
             # Last entry of the range: done unless more messages of the same batch follow.
             if account is None and in_end_entry and (index < 0 or not has_message_available(reader, part, gone)):
@@ -225,6 +187,4 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
         deleted = True
     if columns.rows:
         yield columns.to_batch(part.partition, part.partition_index)
-    if account is not None:
-        report_missing(part, sorted({*account.missing, *account.unseen()}) if deleted else account.missing,
-                       PartitionDeleted.WHY if deleted else None)
+    progress.report(deleted)
