@@ -6,7 +6,7 @@ from .spark_support import check_spark, has_admission_control
 
 check_spark()  # before anything that needs Python data sources: one clear error instead of an ImportError
 
-from pyspark.sql.datasource import DataSource, DataSourceStreamReader  # noqa: E402
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
 from .options import parse_options  # noqa: E402
@@ -35,12 +35,14 @@ class PulsarThrottledDataSource(DataSource):
         value = self._value_schema()
         return SPARK_SCHEMA_DDL if value is None else value.spark_schema()
 
+    def reader(self, schema: StructType) -> DataSourceReader:
+        """spark.read: the messages between startingOffsets and endingOffsets, once (batch.py)."""
+        from .batch import PulsarBatchReader
+
+        return PulsarBatchReader(self.parsed, self._checked_value_schema(schema))
+
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        value = self._value_schema()
-        if value is not None and schema != value.spark_schema():
-            raise ValueError("The topic's schema changed while the query was being defined, or a schema was given "
-                             "with .schema(...): define the query again (the source decides its columns from the topic's "
-                             "schema; decodeSchema=false reads raw bytes).")
+        value = self._checked_value_schema(schema)
         if has_admission_control():
             from .stream_spark42 import AdmissionControlStreamReader
 
@@ -48,6 +50,14 @@ class PulsarThrottledDataSource(DataSource):
         from .stream_spark40 import LatestOffsetStreamReader
 
         return LatestOffsetStreamReader(self.parsed, value_schema=value)
+
+    def _checked_value_schema(self, schema: StructType) -> ValueSchema | None:
+        value = self._value_schema()
+        if value is not None and schema != value.spark_schema():
+            raise ValueError("The topic's schema changed while the query was being defined, or a schema was given "
+                             "with .schema(...): define the query again (the source decides its columns from the topic's "
+                             "schema; decodeSchema=false reads raw bytes).")
+        return value
 
     def _value_schema(self) -> ValueSchema | None:
         """The topics' schema, looked up once per instance (None: raw bytes)."""

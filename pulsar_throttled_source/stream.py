@@ -58,11 +58,24 @@ from .throttling.engine import QuotaEngine
 log = logging.getLogger(__name__)
 
 
+def client_config(o: SourceOptions, value_schema: ValueSchema | None) -> ClientConfig:
+    """What a read task needs of the query's options: how to connect, read and decode."""
+    return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
+                        o.max_rows_per_arrow_batch, admin_url=o.admin_url, admin_token=o.admin_auth_token,
+                        admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
+                        fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
+                        private_key_path=o.private_key_path, public_key_path=o.public_key_path,
+                        crypto_failure_action=o.crypto_failure_action, value_schema=value_schema, read_path=o.read_path)
+
+
 class PulsarStreamReader(DataSourceStreamReader):
     """Everything but latestOffset, whose signature depends on the Spark line (see the module doc)."""
 
     def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time,
                  value_schema: ValueSchema | None = None) -> None:
+        if options.end.given:
+            raise ValueError("Option 'endingOffsets' applies to batch queries (spark.read) only; a stream reads on as "
+                             "messages arrive. Remove it, or read with spark.read to stop at the given positions.")
         self.options = options
         self.value_schema = value_schema  # how read tasks decode payloads (None: raw bytes)
         self._clock = clock
@@ -252,14 +265,7 @@ class PulsarStreamReader(DataSourceStreamReader):
                            self._client_config(), check)
 
     def _client_config(self) -> ClientConfig:
-        o = self.options
-        return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
-                            o.max_rows_per_arrow_batch, admin_url=o.admin_url, admin_token=o.admin_auth_token,
-                            admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
-                            fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
-                            private_key_path=o.private_key_path, public_key_path=o.public_key_path,
-                            crypto_failure_action=o.crypto_failure_action, value_schema=self.value_schema,
-                            read_path=o.read_path)
+        return client_config(self.options, self.value_schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)

@@ -7,9 +7,9 @@ are kept out of repr and error messages.
 
 from __future__ import annotations
 
-from .model import QuotaSource, Secret, SourceOptions, StartSpec
+from .model import EndSpec, QuotaSource, Secret, SourceOptions, StartSpec
 from .parse import parse_options
 from .spec import OPTIONS, PREFIX_OPTIONS, SETTINGS, SPECS, OptionSpec, SettingSpec
 
 __all__ = ["OPTIONS", "PREFIX_OPTIONS", "SETTINGS", "SPECS", "OptionSpec", "QuotaSource", "Secret", "SettingSpec",
-           "SourceOptions", "StartSpec", "parse_options"]
+           "SourceOptions", "StartSpec", "EndSpec", "parse_options"]

@@ -28,6 +28,16 @@ class StartSpec:
     time_ms: int | None = None
     # partition -> first entry to read (inclusive), or "earliest"/"latest"
     positions: tuple[tuple[str, EntryPosition | str], ...] = ()
+    given: bool = False  # startingOffsets or startingTime was set (a batch query defaults to earliest)
+
+
+@dataclass(frozen=True)
+class EndSpec:
+    """Where a batch query ends: 'latest', or per-partition positions (the first entry not read)."""
+
+    kind: Literal["latest", "positions"]
+    positions: tuple[tuple[str, EntryPosition | str], ...] = ()
+    given: bool = False  # endingOffsets was set (only a batch query may set it)
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,7 @@ class SourceOptions:
     pattern_namespace: str | None
     subscription: str
     start: StartSpec
+    end: EndSpec  # batch queries only
     fail_on_data_loss: bool
     durable_subscription: bool
     poll_timeout_ms: int

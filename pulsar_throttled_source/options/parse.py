@@ -14,7 +14,7 @@ from ..positions import EntryPosition
 from ..throttling.model import QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
-from .model import QuotaSource, SourceOptions, StartSpec
+from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
 from .spec import BY_KEY, BY_NAME, PREFIX_OPTIONS
 
 Opts = Mapping[str, str]
@@ -59,6 +59,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         pattern_namespace=namespace,
         subscription=subscription,
         start=start_spec(opts),
+        end=end_spec(opts),
         fail_on_data_loss=values.flag(opts, "failOnDataLoss"),
         durable_subscription=durable_subscription(opts),
         poll_timeout_ms=values.number(opts, "pollTimeoutMs"),
@@ -137,10 +138,10 @@ def start_spec(opts: Opts) -> StartSpec:
     if values.is_set(opts, "startingOffsets") and values.is_set(opts, "startingTime"):
         raise ValueError("Options 'startingOffsets' and 'startingTime' are exclusive; set only one of them.")
     if values.is_set(opts, "startingTime"):
-        return StartSpec("time", time_ms=values.integer(opts, "startingTime"))
+        return StartSpec("time", time_ms=values.integer(opts, "startingTime"), given=True)
     text = str(opts.get(BY_NAME["startingOffsets"].key) or BY_NAME["startingOffsets"].default).strip()
     if text.lower() in ("earliest", "latest"):
-        return StartSpec(text.lower())  # type: ignore[arg-type]
+        return StartSpec(text.lower(), given=values.is_set(opts, "startingOffsets"))  # type: ignore[arg-type]
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as e:
@@ -148,21 +149,39 @@ def start_spec(opts: Opts) -> StartSpec:
                          "expected e.g. {\"persistent://public/default/t-partition-0\": {\"ledgerId\": 12, \"entryId\": 0}}.") from None
     if not isinstance(spec, dict) or not spec:
         raise ValueError("Option 'startingOffsets': the JSON must be a non-empty object mapping partition topic names to positions.")
-    return StartSpec("positions", positions=tuple(_start_position(partition, value) for partition, value in spec.items()))
+    return StartSpec("positions", positions=tuple(_start_position(partition, value) for partition, value in spec.items()), given=True)
 
 
-def _start_position(partition: str, value: object) -> tuple[str, EntryPosition | str]:
-    name = str(TopicName.parse(partition, "startingOffsets"))
-    if isinstance(value, str) and value.lower() in ("earliest", "latest"):
-        return name, value.lower()
-    if isinstance(value, int) and value in (-2, -1):  # Kafka-style shorthands
-        return name, "earliest" if value == -2 else "latest"
+def end_spec(opts: Opts) -> EndSpec:
+    """endingOffsets: latest, or JSON positions (the first entry not read); batch queries only."""
+    given = values.is_set(opts, "endingOffsets")
+    text = str(opts.get(BY_NAME["endingOffsets"].key) or BY_NAME["endingOffsets"].default).strip()
+    if text.lower() == "latest":
+        return EndSpec("latest", given=given)
     try:
-        position = EntryPosition.from_json(value, f"Option 'startingOffsets' for partition {name}")
+        spec = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"Option 'endingOffsets': not 'latest' or valid JSON ({e.msg} at position {e.pos}); "
+                         "expected e.g. {\"persistent://public/default/t-partition-0\": {\"ledgerId\": 12, \"entryId\": 40}}.") from None
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError("Option 'endingOffsets': the JSON must be a non-empty object mapping partition topic names to positions.")
+    return EndSpec("positions", positions=tuple(_start_position(p, v, "endingOffsets") for p, v in spec.items()), given=True)
+
+
+def _start_position(partition: str, value: object, option: str = "startingOffsets") -> tuple[str, EntryPosition | str]:
+    name = str(TopicName.parse(partition, option))
+    words = ("earliest", "latest") if option == "startingOffsets" else ("latest",)
+    if isinstance(value, str) and value.lower() in words:
+        return name, value.lower()
+    if isinstance(value, int) and value in (-2, -1)[-len(words):]:  # Kafka-style shorthands: -2 earliest, -1 latest
+        return name, "earliest" if value == -2 else "latest"
+    allowed = " / ".join(f'"{w}"' for w in words)
+    try:
+        position = EntryPosition.from_json(value, f"Option '{option}' for partition {name}")
     except ValueError as e:
-        raise ValueError(f"{e}; or \"earliest\" / \"latest\".") from None
+        raise ValueError(f"{e}; or {allowed}.") from None
     if position.entry_id < 0 or position.ledger_id < 0:
-        raise ValueError(f"Option 'startingOffsets' for partition {name}: ledgerId and entryId must be >= 0 (use \"earliest\" for the beginning).")
+        raise ValueError(f"Option '{option}' for partition {name}: ledgerId and entryId must be >= 0 (or {allowed}).")
     return name, position
 
 

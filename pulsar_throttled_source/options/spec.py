@@ -13,7 +13,8 @@ from typing import Literal
 # How a value is read (values.py): int (bounded), quota (positive or -1), bool, choice, url,
 # name (a string with an allowed pattern), path (blank: the default), key_path (a PEM file path),
 # and kinds read by a cross-option rule in parse.py: topic(s), pattern, start, prefix (pulsar.*.*).
-Kind = Literal["int", "quota", "bool", "choice", "url", "store", "name", "path", "key_path", "topic", "topics", "pattern", "start", "prefix"]
+Kind = Literal["int", "quota", "bool", "choice", "url", "store", "name", "path", "key_path", "topic", "topics", "pattern", "start", "end",
+               "prefix"]
 
 MS = "milliseconds"
 QUOTA_EXPECTED = "a positive integer, or -1 for no limit"
@@ -74,7 +75,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("topicsPattern", "pattern", None, "Regex over the persistent topics of one namespace, e.g. persistent://public/default/orders-.*; new matching topics are picked up."),
     OptionSpec("subscription", "name", "pulsar-throttled", "The subscription name this query reads as; subscription quotas are keyed on it.",
                pattern=r"[A-Za-z0-9_.\-]+", expected="letters, digits, '_', '-', '.'"),
-    OptionSpec("startingOffsets", "start", "latest", "earliest, latest, or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"earliest\" | \"latest\"}; a position is the first entry to read."),
+    OptionSpec("startingOffsets", "start", "latest", "earliest, latest, or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"earliest\" | \"latest\"}; a position is the first entry to read. A batch query (spark.read) starts at earliest unless this or startingTime is set."),
+    OptionSpec("endingOffsets", "end", "latest", "Batch queries (spark.read) only: latest (the newest readable entry when the query is planned), or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"latest\"}; a position is the first entry not read (exclusive, as Kafka's endingOffsets)."),
     _int("startingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
          "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
     _bool("failOnDataLoss", True, "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
