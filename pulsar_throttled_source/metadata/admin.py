@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 LEAN_STATS = {"excludePublishers": "true", "excludeConsumers": "true"}
 
 
+QUICK_CHECK_S = 5.0
+
+
 class PulsarAdmin(AdminHttp):
     """Lookups on one admin API endpoint; every method raises AdminError (TopicNotFound where said)."""
 
@@ -40,6 +43,13 @@ class PulsarAdmin(AdminHttp):
         outage, not a wrong URL)."""
         return cls(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
                    retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
+
+    @classmethod
+    def for_quick_checks(cls, cfg: ClientConfig) -> PulsarAdmin:
+        """A read task's session for checks made while it waits on something else (is the topic
+        gone?): one attempt, a few seconds at most; what it cannot answer is asked again later."""
+        return cls(cfg.admin_url, min(cfg.admin_timeout_ms / 1000.0, QUICK_CHECK_S), cfg.admin_token, cfg.admin_tls_verify,
+                   retry_timeout_s=0.0, known_good=True)
 
     # -- topics -----------------------------------------------------------------------------
     def partition_count(self, topic: TopicName) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..metadata.admin_http import AdminError, TopicNotFound
 from ..topics import TopicName
 from .range_entries import EntryMetadata, Position
 from .task import PartitionRange
@@ -20,17 +21,24 @@ class EntryLookup:
     def __init__(self, part: PartitionRange) -> None:
         self._part = part
         self._admin: PulsarAdmin | None = None
+        self._quick: PulsarAdmin | None = None  # range_gone's: one short attempt, never the retries of a lookup
         self._cache: dict[Position, EntryMetadata | None] = {}
 
     def __call__(self, position: Position) -> EntryMetadata | None:
         if position not in self._cache:
-            headers = self._api().entry_headers(self._topic(), *position)
+            from .watch import unless_gone
+
+            api, topic = self._api(), self._topic()
+            # The admin API rides through broker restarts for pollTimeoutMs; a deleted topic must not wait that long.
+            gone = self.range_gone if self._part.runs else None
+            headers = unless_gone(lambda: api.entry_headers(topic, *position), gone)()
             self._cache[position] = None if headers is None else EntryMetadata.from_headers(headers)
         return self._cache[position]
 
     def close(self) -> None:
-        if self._admin is not None:
-            self._admin.close()
+        for admin in (self._admin, self._quick):
+            if admin is not None:
+                admin.close()
 
     def partition_gone(self) -> bool:
         """Whether the partition was deleted after planning: its first planned entry is not stored
@@ -45,9 +53,25 @@ class EntryLookup:
         the topic was deleted, or retention trimmed past the whole range."""
         assert self._part.runs
         ledger, first, count = self._part.runs[-1]
-        last = (ledger, first + count - 1)
-        self._cache.pop(last, None)
-        return self(last) is None
+        if self._quick is None:
+            from ..metadata.admin import PulsarAdmin
+
+            self._quick = PulsarAdmin.for_quick_checks(self._part.config)
+        # Asked while the broker may be deleting the topic: an answer that is not "not found" within a
+        # few seconds raises (the caller takes it for "not known", and asks again later).
+        topic = self._topic()
+        try:
+            return self._quick.entry_headers(topic, ledger, first + count - 1) is None
+        except AdminError:
+            if topic.partition_index < 0:
+                raise
+        # The broker cannot answer for the partition (being deleted, or brought back empty by a reader's
+        # reconnect): the partitioned topic it belonged to is gone when its metadata is.
+        try:
+            self._quick.partition_count(topic.base)
+        except TopicNotFound:
+            return True
+        return False
 
     def _topic(self) -> TopicName:
         return TopicName.parse(self._part.partition)

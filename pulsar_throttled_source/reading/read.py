@@ -41,9 +41,13 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     native = uses_native_path(cfg)
     lookups = EntryLookup(part)
     try:
-        if part.runs and lookups.partition_gone():
-            # Never open a reader here: the broker's topic auto-creation would bring the partition back.
-            report_missing(part, planned_positions(part), "the partition was deleted after planning")
+        try:
+            if part.runs and lookups.partition_gone():
+                # Never open a reader here: the broker's topic auto-creation would bring the partition back.
+                report_missing(part, planned_positions(part), "the partition was deleted after planning")
+                return
+        except PartitionDeleted:
+            report_missing(part, planned_positions(part), PartitionDeleted.WHY)
             return
         gone = lookups.range_gone if part.runs else None
         try:

@@ -8,7 +8,7 @@ import threading
 import pulsar
 import pytest
 
-from pulsar_throttled_source.reading import client_cache
+from pulsar_throttled_source.reading import watch
 from pulsar_throttled_source.reading.errors import PartitionDeleted
 
 
@@ -20,7 +20,7 @@ class FakeReader:
 
 
 def test_a_watched_call_ends_once_the_range_is_gone_and_what_it_opens_later_is_closed(monkeypatch):
-    monkeypatch.setattr(client_cache, "GONE_CHECK_S", 0.01)
+    monkeypatch.setattr(watch, "GONE_CHECK_S", 0.01)
     release, reader = threading.Event(), FakeReader()
     checks = []
 
@@ -33,7 +33,7 @@ def test_a_watched_call_ends_once_the_range_is_gone_and_what_it_opens_later_is_c
         return len(checks) >= 3
 
     with pytest.raises(PartitionDeleted, match="deleted while it was read"):
-        client_cache._unless_gone(slow_open, gone)()
+        watch.unless_gone(slow_open, gone)()
     assert len(checks) == 3  # asked while the call was still waiting, not after it
     release.set()
     for _ in range(500):
@@ -48,12 +48,12 @@ def test_a_failure_ends_as_partition_deleted_only_when_the_range_is_gone():
         raise pulsar.Timeout("lookup timed out")
 
     with pytest.raises(PartitionDeleted):
-        client_cache._unless_gone(failing, lambda: True, watch=False)()
+        watch.unless_gone(failing, lambda: True, watch=False)()
     with pytest.raises(pulsar.Timeout):
-        client_cache._unless_gone(failing, lambda: False, watch=False)()
+        watch.unless_gone(failing, lambda: False, watch=False)()
     with pytest.raises(pulsar.Timeout):  # watched the same way
-        client_cache._unless_gone(failing, lambda: False)()
-    assert client_cache._unless_gone(lambda: 7, lambda: True)() == 7  # an answer is an answer
+        watch.unless_gone(failing, lambda: False)()
+    assert watch.unless_gone(lambda: 7, lambda: True)() == 7  # an answer is an answer
 
 
 def test_a_non_transient_failure_is_not_asked_about():
@@ -63,12 +63,12 @@ def test_a_non_transient_failure_is_not_asked_about():
         raise ValueError("a bug")
 
     with pytest.raises(ValueError):
-        client_cache._unless_gone(broken, lambda: asked.append(1) or True, watch=False)()
+        watch.unless_gone(broken, lambda: asked.append(1) or True, watch=False)()
     assert asked == []
 
 
 def test_an_admin_api_that_cannot_answer_is_not_taken_for_a_deletion(monkeypatch):
-    monkeypatch.setattr(client_cache, "GONE_CHECK_S", 0.01)
+    monkeypatch.setattr(watch, "GONE_CHECK_S", 0.01)
 
     def unreachable() -> bool:
         raise ConnectionError("admin API down too (a broker restart)")
@@ -77,7 +77,7 @@ def test_an_admin_api_that_cannot_answer_is_not_taken_for_a_deletion(monkeypatch
         raise pulsar.ConnectError("broker restarting")
 
     with pytest.raises(pulsar.ConnectError):  # left to the retry policy, as before
-        client_cache._unless_gone(failing, unreachable, watch=False)()
+        watch.unless_gone(failing, unreachable, watch=False)()
     release = threading.Event()
     threading.Timer(0.1, release.set).start()
-    assert client_cache._unless_gone(lambda: release.wait(5) and "opened", unreachable)() == "opened"
+    assert watch.unless_gone(lambda: release.wait(5) and "opened", unreachable)() == "opened"
