@@ -20,7 +20,7 @@ from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
 from .options import EndSpec, SourceOptions, StartSpec
 from .planning.data_loss import DataLossPolicy
-from .planning.start_positions import resolve_start
+from .planning.start_positions import known_positions, resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import EntryPosition
 from .reading.read import read_range
@@ -46,11 +46,7 @@ def resolve_end(end: EndSpec, snap: CatalogSnapshot) -> dict[str, EntryPosition]
     latest = {p: snap.readable_end(p) for p in snap.layouts}
     if end.kind == "latest":
         return latest
-    given = dict(end.positions)
-    unknown = [p for p in given if p not in snap.layouts]
-    if unknown:
-        raise ValueError(f"Option 'endingOffsets' names partition(s) {', '.join(unknown)} that the query does not read; "
-                         f"known partitions: {', '.join(snap.layouts) or 'none'}.")
+    given = known_positions("endingOffsets", end.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p in snap.layouts:
         value = given.get(p, "latest")

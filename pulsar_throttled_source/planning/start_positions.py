@@ -28,11 +28,7 @@ def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -
     if start.kind == "time":
         assert start.time_ms is not None
         return {p: _position_for_time(admin, p, layout, start.time_ms) for p, layout in snap.layouts.items()}
-    given = dict(start.positions)
-    unknown = [p for p in given if p not in snap.layouts]
-    if unknown:
-        raise ValueError(f"Option 'startingOffsets' names partition(s) {', '.join(unknown)} that the query does not read; "
-                         f"known partitions: {', '.join(snap.layouts) or 'none'}.")
+    given = known_positions("startingOffsets", start.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p, layout in snap.layouts.items():
         value = given.get(p, "latest")
@@ -45,6 +41,17 @@ def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -
             # A user position is the first entry to read; offsets hold the last entry read.
             out[p] = EntryPosition(value.ledger_id, value.entry_id - 1)
     return out
+
+
+def known_positions(option: str, positions: tuple[tuple[str, EntryPosition | str], ...],
+                    snap: CatalogSnapshot) -> dict[str, EntryPosition | str]:
+    """An offsets option's positions by partition; a partition the query does not read is an error naming it."""
+    given = dict(positions)
+    unknown = [p for p in given if p not in snap.layouts]
+    if unknown:
+        raise ValueError(f"Option '{option}' names partition(s) {', '.join(unknown)} that the query does not read; "
+                         f"known partitions: {', '.join(snap.layouts) or 'none'}.")
+    return given
 
 
 def _position_for_time(admin: PulsarAdmin, partition: str, layout: PartitionLayout, time_ms: int) -> EntryPosition:

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from .client_cache import has_message_available
 from .decoded_rows import decode_native_batch, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key
@@ -48,8 +49,6 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
 
     def more_in_entry(complete: int) -> bool:
         """Whether messages of the entry just read may follow (-1: the id did not say; ask the broker)."""
-        from .client_cache import has_message_available
-
         return complete == 0 or (complete < 0 and has_message_available(reader, part, gone))
 
     try:
