@@ -34,6 +34,7 @@ from ..throttling.entry_values import EntryValues, LearnedEntries, LearnEntries,
 from ..topics import TopicName
 from .entry_headers import messages_in_entry, stored_bytes
 from .layout import Backlog
+from .uniform_batching import AlikeStretches
 
 if TYPE_CHECKING:
     from .admin import PulsarAdmin
@@ -107,6 +108,7 @@ class EntrySizes:
         self._topic_per_entry: dict[str, float] = {}  # the last learned of any partition of each topic
         self._samples: dict[str, Future[Mapping[str, str] | None]] = {}  # a partition's newest entry, looked up
         self._estimates: dict[float, LearnedEntries] = {}
+        self._alike = AlikeStretches()  # stretches of alike entries, priced from a few of them
 
     def new_plan(self, partitions: int = 0) -> None:
         """A planning call starts, over `partitions` partitions with backlog."""
@@ -148,7 +150,12 @@ class EntrySizes:
     def _learn(self, partition: str, backlog: Backlog, msgs: float, size: float) -> LearnedEntries:
         known = self._known[partition]
         self._complete = True
+        alike = self._alike.knots(partition, backlog, lambda indexes: self._entries_at(partition, backlog, indexes), msgs, size)
         values = _Known([], [], {}, {})
+        if alike is not None:  # a producer's alike batches (uniform_batching)
+            for index, (entry_msgs, entry_bytes) in alike.items():
+                values.add_knot(index, entry_msgs, entry_bytes)
+            return self._remembered(partition, values)
         held_msgs = held_bytes = 0.0  # what the entries counted so far hold
         head = backlog.entries_between(0, EXACT_AHEAD)
         for chunk in range(0, len(head), HEAD_CHUNK):  # only as far as the quotas reach
@@ -167,6 +174,16 @@ class EntrySizes:
                     return self._remembered(partition, values)
         self._beyond(partition, backlog, values, msgs, size)
         return self._remembered(partition, values)
+
+    def _entries_at(self, partition: str, backlog: Backlog, indexes: list[int]) -> list[tuple[float, float | None] | None]:
+        """(messages, stored bytes) of the backlog's entries at `indexes`, looked up (waiting as a
+        planning call may); None for one not known."""
+        positions = [_position(backlog, i) for i in indexes]
+        self._look_up(partition, positions, wait=True)
+        known = self._known[partition]
+        entries = [known.get(position) for position in positions]
+        self._complete = self._complete and all(entry is not None for entry in entries)
+        return [None if entry is None else (entry.msgs, entry.bytes) for entry in entries]
 
     def _remembered(self, partition: str, values: _Known, reach: int | None = None) -> LearnedEntries:
         """What was learned, remembering its messages per entry; when nothing could be looked up
@@ -290,6 +307,10 @@ class EntrySizes:
             return
         msgs, size = self._asked[partition]
         known = self._known.get(partition, {})
+        alike = self._alike.prefetch(partition, backlog, admitted, msgs, size)
+        if alike is not None:  # the entries the next window will check
+            self._look_up(partition, [_position(backlog, i) for i in alike], wait=False)
+            return
         head = self._head(backlog, admitted)
         head_known = [known[p] for p in head if p in known]
         per_entry = max(1.0, sum(e.msgs for e in head_known) / len(head_known)) if head_known else 1.0

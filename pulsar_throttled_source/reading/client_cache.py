@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
+from .parked_readers import ParkedReaders
 from .task import ClientConfig, PartitionRange
 from .watch import unless_gone
 
@@ -112,6 +113,20 @@ def _close_all(clients: dict[Any, Any]) -> None:
 
 _CACHE = ClientCache()
 _NATIVE_CACHE = ClientCache(NativeClient)
+_PARKED_NATIVE = ParkedReaders()
+
+
+def reader_key(part: PartitionRange) -> tuple[Any, ...]:
+    """What a parked reader must share with a task to carry on its read: the partition, the client,
+    and the reader's own settings."""
+    cfg = part.config
+    return (part.partition, cfg.cache_key(), cfg.reader_kwargs, cfg.private_key_path, cfg.public_key_path,
+            cfg.crypto_failure_action)
+
+
+def park_native_reader(part: PartitionRange, reader: NativeReader) -> None:
+    """Leave a reader that read exactly to its range's end open for the next range (parked_readers)."""
+    _PARKED_NATIVE.park(reader_key(part), reader, part.end)
 
 
 def client_for(config: ClientConfig) -> Any:
@@ -132,7 +147,9 @@ def drop_client(config: ClientConfig) -> None:
 
 
 def drop_native_client(config: ClientConfig) -> None:
-    """drop_client for the native read path's clients."""
+    """drop_client for the native read path's clients (and the readers parked on them)."""
+    client_key = config.cache_key()
+    _PARKED_NATIVE.drop(lambda key: isinstance(key, tuple) and key[1] == client_key)
     _NATIVE_CACHE.drop(config)
 
 
@@ -154,13 +171,18 @@ def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | 
 
 def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Callable[[], bool] | None = None) -> NativeReader:
     """open_reader for the native read path: `start_id` serialized (None: the earliest)."""
+    from .native_library import native_library
     from .native_reader import NativeReader
 
     cfg = part.config
+    parked = _PARKED_NATIVE.take(reader_key(part), part.start)
+    if parked is not None:
+        if parked.loaded_from is native_library():
+            parked.ended_exactly = False
+            return parked  # positioned right after this range's exclusive start, its queue read ahead
+        parked.close()  # made by another build of the library (tests load several)
 
     def attempt() -> NativeReader:
-        from .native_library import native_library
-
         client = _NATIVE_CACHE.client(cfg)
         if client.loaded is not native_library():  # made by another build of the library (tests load several)
             drop_native_client(cfg)

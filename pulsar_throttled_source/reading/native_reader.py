@@ -78,7 +78,11 @@ class NativeReader:
     def __init__(self, loaded: NativeLibrary, handle: int, topic: str) -> None:
         assert loaded.lib is not None
         self._lib = loaded.lib
+        self.loaded_from = loaded
         self._handle: int | None = handle
+        # Set by the read loop when it stopped right after its range's last message: the reader can
+        # carry on for the next range (client_cache.park_native_reader).
+        self.ended_exactly = False
         self._topic = topic
         self.group = loaded.group_type()
         self._group_ref = ctypes.byref(self.group)

@@ -16,7 +16,14 @@ import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
 from .arrow_rows import Columns, EntryIds, varint
-from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
+from .client_cache import (
+    drop_client,
+    drop_native_client,
+    has_message_available,
+    open_native_reader,
+    open_reader,
+    park_native_reader,
+)
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
@@ -24,7 +31,7 @@ from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError, first_chunk_position
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
-from .task import IDLE_CHECK_MS, ClientConfig, PartitionRange
+from .task import IDLE_CHECK_MS, PartitionRange
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -67,7 +74,7 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
             failed = True
             raise
         finally:
-            _close(reader, cfg, failed, native)
+            _close(reader, part, failed, native)
     finally:
         lookups.close()
 
@@ -76,9 +83,13 @@ def planned_positions(part: PartitionRange) -> list[tuple[int, int]]:
     return [(ledger, entry) for ledger, first, count in part.runs or () for entry in range(first, first + count)]
 
 
-def _close(reader: Any, cfg: ClientConfig, failed: bool, native: bool) -> None:
+def _close(reader: Any, part: PartitionRange, failed: bool, native: bool) -> None:
+    cfg = part.config
     if not failed:
-        reader.close()
+        if native and reader.ended_exactly:
+            park_native_reader(part, reader)  # the next range's task in this process reads on from it
+        else:
+            reader.close()
         return
     # A failed read (broker gone longer than pollTimeoutMs, connection broken): Spark retries the
     # task, possibly in this worker; the retry must get a fresh client.
