@@ -34,7 +34,8 @@ def check_batch_options(o: SourceOptions) -> None:
     """A batch query refuses what only throttles a stream, naming it."""
     throttling = "quotas (dispatchThrottlingRate*, quotaSource=broker)" if o.throttled else ""
     trigger = "maxEntriesPerTrigger" if o.max_entries_per_trigger is not None else ""
-    given = [name for name in (throttling, trigger) if name]
+    floor = "minEntriesPerTrigger" if o.min_entries_per_trigger is not None else ""
+    given = [name for name in (throttling, trigger, floor) if name]
     if given:
         raise ValueError(f"Options {' and '.join(given)} throttle a stream's micro-batches; a batch query (spark.read) reads "
                          "its whole range in one batch. Remove them, or read with spark.readStream and "

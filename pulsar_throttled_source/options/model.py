@@ -83,6 +83,8 @@ class SourceOptions:
     admin_auth_token: Secret | None = field(repr=False)
     admin_tls_trust: str | None = None
     admin_tls_insecure: bool = False
+    min_entries_per_trigger: int | None = None  # the trigger floor (planning/trigger_floor.py)
+    max_trigger_delay_ms: int = 900_000
 
     @property
     def admin_tls_verify(self) -> bool | str:
