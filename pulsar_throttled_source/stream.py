@@ -75,7 +75,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time,
                  value_schema: ValueSchema | None = None) -> None:
         if options.end.given:
-            raise ValueError("Option 'endingOffsets' applies to batch queries (spark.read) only; a stream reads on as "
+            raise ValueError(f"Option '{options.end.option}' applies to batch queries (spark.read) only; a stream reads on as "
                              "messages arrive. Remove it, or read with spark.read to stop at the given positions.")
         self.options = options
         self.value_schema = value_schema  # how read tasks decode payloads (None: raw bytes)

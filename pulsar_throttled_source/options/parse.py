@@ -157,8 +157,12 @@ def start_spec(opts: Opts) -> StartSpec:
 
 
 def end_spec(opts: Opts) -> EndSpec:
-    """endingOffsets: latest, or JSON positions (the first entry not read); batch queries only."""
+    """endingOffsets (latest, or JSON positions: the first entry not read) or endingTime; batch queries only."""
     given = values.is_set(opts, "endingOffsets")
+    if given and values.is_set(opts, "endingTime"):
+        raise ValueError("Options 'endingOffsets' and 'endingTime' are exclusive; set only one of them.")
+    if values.is_set(opts, "endingTime"):
+        return EndSpec("time", time_ms=values.integer(opts, "endingTime"), given=True)
     text = str(opts.get(BY_NAME["endingOffsets"].key) or BY_NAME["endingOffsets"].default).strip()
     if text.lower() == "latest":
         return EndSpec("latest", given=given)

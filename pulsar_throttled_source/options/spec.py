@@ -80,6 +80,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("endingOffsets", "end", "latest", "Batch queries (spark.read) only: latest (the newest readable entry when the query is planned), or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"latest\"}; a position is the first entry not read (exclusive, as Kafka's endingOffsets)."),
     _int("startingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
          "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
+    _int("endingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
+         "Batch queries (spark.read) only: end before the first message published at or after this epoch-ms time, so the messages published before it are read (exclusive, as Kafka's endingTimestamp; exclusive with endingOffsets)."),
     _bool("failOnDataLoss", True, "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
     _bool("durableSubscription", False, "true: a durable subscription named by 'subscription' (required then) follows the query's commits, so retention keeps what the query has not read; remove it when retiring the query (pulsar-admin topics unsubscribe)."),
     _int("pollTimeoutMs", 120_000, 1, f"a positive integer ({MS})", "How long a read task waits for an entry that must exist before failing."),
