@@ -204,7 +204,7 @@ class PulsarStreamReader(DataSourceStreamReader):
             if self._target is not None:
                 until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
             backlogs[partition] = layout.backlog_after(s, until)
-        accept = self._floor_check(backlogs, limit, len(snap.layouts))
+        accept = self._floor_check(limit, len(snap.layouts))
         admitted = self._admission.admit(backlogs, limit, accept)
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
         # an exhausted quota window must not plan an empty batch before the target is reached:
@@ -237,15 +237,18 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._last_planned = (planned, end)
         return planned
 
-    def _floor_check(self, backlogs: dict, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
+    def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
         """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
         floor = self._floor
         if floor is None or limit.read_all:
             return None  # no floor; or Trigger.Once, which reads everything (Kafka's ReadAllAvailable)
         check_partition_quotas(floor.min_entries, self.options, partitions)
-        # With Trigger.AvailableNow, a batch that takes all that is left is the last and may be under the floor.
-        left = sum(b.entries for b in backlogs.values()) if self._target is not None else None
-        return lambda admitted: floor.accepts(admitted, left)
+        if self._target is not None:
+            # Trigger.AvailableNow, as Kafka's floor (compared with the backlog left, which only the last batch can
+            # fall under): no batch is held back, so each is what the quotas admit and the last may be under the
+            # floor. Holding a quota-cut batch would not make it larger, and could stall the run for maxTriggerDelay.
+            return None
+        return floor.accepts
 
     def _start_positions(self, start: dict) -> dict[str, EntryPosition]:
         """The positions of Spark's start offset: usually the end this reader planned last, whose

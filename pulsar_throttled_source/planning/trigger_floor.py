@@ -41,15 +41,13 @@ class TriggerFloor:
         self._since: float | None = None  # when the delay started counting
         self._last_logged: tuple[bool, int] | None = None
 
-    def verdict(self, admitted: int, available_now_left: int | None = None) -> Verdict:
-        """`available_now_left`: with Trigger.AvailableNow, the entries left up to its end. A batch
-        that takes all of them is the last one and may be under the floor, as with Kafka."""
+    def verdict(self, admitted: int) -> Verdict:
         now = self._clock()
         if self._since is None:
             self._since = now
         if admitted <= 0:
             return Verdict(False, "nothing to admit")
-        floor = self.min_entries if available_now_left is None else min(self.min_entries, available_now_left)
+        floor = self.min_entries
         if admitted >= floor:
             return Verdict(True, f"{admitted} entries reach the floor of {floor}")
         waited = now - self._since
@@ -62,9 +60,9 @@ class TriggerFloor:
         """A batch runs: the delay counts again from now."""
         self._since = self._clock()
 
-    def accepts(self, admitted: int, available_now_left: int | None = None) -> bool:
+    def accepts(self, admitted: int) -> bool:
         """verdict() with one INFO line when it changes (Spark may ask ~90 times a second)."""
-        verdict = self.verdict(admitted, available_now_left)
+        verdict = self.verdict(admitted)
         if admitted > 0 and (verdict.run, admitted) != self._last_logged:
             log.info("Trigger floor: %s: %s", "running the batch" if verdict.run else "no batch yet", verdict.reason)
         self._last_logged = (verdict.run, admitted)

@@ -48,12 +48,6 @@ def test_nothing_admitted_never_runs_even_after_the_delay():
     assert not floor.verdict(0).run
 
 
-def test_available_now_last_batch_may_be_under_the_floor():
-    floor = TriggerFloor(10, 900_000, FakeClock())
-    assert floor.verdict(4, available_now_left=4).run  # all that is left: the last batch
-    assert not floor.verdict(4, available_now_left=30).run  # more to come: wait for a fuller batch
-
-
 # --- the planner --------------------------------------------------------------------------------------------
 def test_a_trigger_under_the_floor_returns_the_previous_end_then_runs_once_the_backlog_reaches_it(tmp_path):
     clock, catalog = FakeClock(1_000.25), FakeCatalog(layout(P0, [(5, 3)]), layout(P1, [(6, 1)]))
@@ -116,6 +110,21 @@ def test_available_now_runs_its_last_batch_under_the_floor(tmp_path):
     for _ in range(4):
         ends.append(r.latestOffset(ends[-1], ReadMaxRows(5)))
     assert [positions(e)[P0][1] for e in ends[1:]] == [4, 9, 12, 12]  # 5, 5, then the last 3; then no batch
+
+
+def test_available_now_never_holds_a_batch_the_quota_cut_short(tmp_path):
+    clock = FakeClock(2_000.1)
+    quota = dict(throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg=3)
+    other = reader(tmp_path, FakeCatalog(layout(P0, [(5, 2)])), clock, **quota)  # shares the topic buckets (same file)
+    assert positions(other.latestOffset(other.initialOffset(), unlimited())) == {P0: (5, 1)}  # 2 of P0's 3 this window
+    catalog = FakeCatalog(layout(P0, [(5, 20)]), layout(P1, [(6, 20)]))
+    held = reader(tmp_path, catalog, clock, minEntriesPerTrigger=5, **quota)
+    start = held.initialOffset()
+    assert held.latestOffset(start, unlimited()) == start  # 1 + 3 < 5: a processing-time trigger waits
+    available_now = reader(tmp_path, catalog, clock, minEntriesPerTrigger=5, **quota)
+    start = available_now.initialOffset()
+    available_now.prepareForTriggerAvailableNow()
+    assert positions(available_now.latestOffset(start, unlimited())) == {P0: (5, 0), P1: (6, 2)}  # runs: 1 + 3
 
 
 def test_trigger_once_reads_everything_whatever_the_floor(tmp_path):
