@@ -143,11 +143,17 @@ def test_the_engine_refusing_inside_the_transaction_leaves_the_store_unchanged()
     assert store.keys() != []
 
 
-def test_pyspark_4_0_and_4_1_refuse_the_floor_at_load():
+def test_pyspark_4_0_and_4_1_refuse_the_floor_at_load(monkeypatch):
+    from pulsar_throttled_source import datasource
     from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 
-    with pytest.raises(ValueError, match=r"'minEntriesPerTrigger' needs PySpark 4.2 or newer.*Trigger.AvailableNow"):
+    message = r"'minEntriesPerTrigger' needs PySpark 4.2 or newer.*Trigger.AvailableNow"
+    with pytest.raises(ValueError, match=message):
         LatestOffsetStreamReader(parse_options({"topic": "t", "minentriespertrigger": "5"}))
+    monkeypatch.setattr(datasource, "has_admission_control", lambda: False)
+    with pytest.raises(ValueError, match=message):
+        datasource.PulsarThrottledDataSource({"topic": "t", "minEntriesPerTrigger": "5"})  # what load() constructs
+    datasource.PulsarThrottledDataSource({"topic": "t"})  # without the floor, 4.0/4.1 load as before
 
 
 def test_a_batch_query_refuses_the_floor():
