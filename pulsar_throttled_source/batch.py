@@ -1,6 +1,6 @@
 """The Spark-facing reader of a batch query: `spark.read.format("pulsar-throttled")` (issue 34).
 
-Reads the messages between `startingOffsets` (or `startingTime`) and `endingOffsets` once, split into
+Reads the messages between `startingOffsets` (or `startingTime`) and `endingOffsets` (or `endingTime`) once, split into
 read tasks as a stream's micro-batch is (`maxEntriesPerTask`), with the same columns, decoding,
 chunked and transactional handling and data-loss rules: the planner's own pieces, asked once.
 
@@ -20,7 +20,7 @@ from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
 from .options import EndSpec, SourceOptions, StartSpec
 from .planning.data_loss import DataLossPolicy
-from .planning.start_positions import known_positions, resolve_start
+from .planning.start_positions import known_positions, position_before_time, resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import EntryPosition
 from .reading.read import read_range
@@ -34,18 +34,24 @@ def check_batch_options(o: SourceOptions) -> None:
     """A batch query refuses what only throttles a stream, naming it."""
     throttling = "quotas (dispatchThrottlingRate*, quotaSource=broker)" if o.throttled else ""
     trigger = "maxEntriesPerTrigger" if o.max_entries_per_trigger is not None else ""
-    given = [name for name in (throttling, trigger) if name]
+    floor = "minEntriesPerTrigger" if o.min_entries_per_trigger is not None else ""
+    given = [name for name in (throttling, trigger, floor) if name]
     if given:
         raise ValueError(f"Options {' and '.join(given)} throttle a stream's micro-batches; a batch query (spark.read) reads "
                          "its whole range in one batch. Remove them, or read with spark.readStream and "
                          "trigger(availableNow=True) for a throttled backfill that stops at the end.")
 
 
-def resolve_end(end: EndSpec, snap: CatalogSnapshot) -> dict[str, EntryPosition]:
-    """endingOffsets as the last entry to read per partition (a user position is the first entry not read)."""
+def resolve_end(end: EndSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict[str, EntryPosition]:
+    """endingOffsets or endingTime as the last entry to read per partition (a user position is the first entry
+    not read; a time's first message at or after it is not read)."""
     latest = {p: snap.readable_end(p) for p in snap.layouts}
     if end.kind == "latest":
         return latest
+    if end.kind == "time":
+        assert end.time_ms is not None
+        # Never past an open transaction's start: what is published before the time but not readable yet is not read.
+        return {p: min(position_before_time(admin, p, layout, end.time_ms), latest[p]) for p, layout in snap.layouts.items()}
     given = known_positions("endingOffsets", end.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p in snap.layouts:
@@ -81,12 +87,13 @@ class PulsarBatchReader(DataSourceReader):
             snap = catalog.snapshot(force=True)
             # As Kafka's source: a batch query reads from the beginning unless told otherwise.
             starts = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
-            ends = resolve_end(o.end, snap)
+            ends = resolve_end(o.end, snap, admin)
             for p, s in starts.items():
                 if s > ends[p]:
                     first, last = EntryPosition(s.ledger_id, s.entry_id + 1), EntryPosition(ends[p].ledger_id, ends[p].entry_id + 1)
-                    raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options 'startingOffsets' "
-                                     "and 'endingOffsets' must give a start at or before the end.")
+                    begin = "startingTime" if o.start.kind == "time" else "startingOffsets"
+                    raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options '{begin}' "
+                                     f"and '{o.end.option}' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
             ranges: Sequence[InputPartition] = task_ranges(starts, ends, snap, o.max_entries_per_task,
                                                            client_config(o, self.value_schema), loss.check_range)

@@ -23,6 +23,10 @@ class PulsarThrottledDataSource(DataSource):
         super().__init__(options)
         # Validate at load() time so a bad option fails before the query starts.
         self.parsed = parse_options(options)
+        if not has_admission_control():  # PySpark 4.0/4.1: what those versions cannot express fails here too
+            from .stream_spark40 import refuse_trigger_floor
+
+            refuse_trigger_floor(self.parsed)
 
     @classmethod
     def name(cls) -> str:

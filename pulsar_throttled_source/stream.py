@@ -35,6 +35,7 @@ from .planning.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
+from .planning.trigger_floor import TriggerFloor, check_partition_quotas
 from .positions import (
     BEFORE_EARLIEST,
     EntryPosition,
@@ -74,7 +75,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time,
                  value_schema: ValueSchema | None = None) -> None:
         if options.end.given:
-            raise ValueError("Option 'endingOffsets' applies to batch queries (spark.read) only; a stream reads on as "
+            raise ValueError(f"Option '{options.end.option}' applies to batch queries (spark.read) only; a stream reads on as "
                              "messages arrive. Remove it, or read with spark.read to stop at the given positions.")
         self.options = options
         self.value_schema = value_schema  # how read tasks decode payloads (None: raw bytes)
@@ -93,6 +94,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
         self._report: dict = {}
         self._last_planned: tuple[dict, dict[str, EntryPosition]] | None = None  # the last end offset, parsed
+        floor = options.min_entries_per_trigger
+        self._floor = TriggerFloor(floor, options.max_trigger_delay_ms, clock) if floor else None
 
     def __getstate__(self) -> dict:
         # Spark pickles this reader into every read task: ship options only, not the
@@ -201,14 +204,15 @@ class PulsarStreamReader(DataSourceStreamReader):
             if self._target is not None:
                 until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
             backlogs[partition] = layout.backlog_after(s, until)
-        admitted = self._admission.admit(backlogs, limit)
+        accept = self._floor_check(limit, len(snap.layouts))
+        admitted = self._admission.admit(backlogs, limit, accept)
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
         # an exhausted quota window must not plan an empty batch before the target is reached:
         # wait for the next window (windows start on whole epoch seconds) and plan again.
         while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
             log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
             time.sleep(1.0 - self._clock() % 1.0 + 0.01)
-            admitted = self._admission.admit(backlogs, limit)
+            admitted = self._admission.admit(backlogs, limit, accept)
 
         end = dict(starts)
         for partition, backlog in backlogs.items():
@@ -222,6 +226,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._report = backlog_report(snap, end)
         if end == given:
             return start  # unchanged, as Spark gave it (it compares offsets as JSON): no new batch
+        if self._floor is not None:
+            self._floor.batch_planned()
         # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
         # retention deletes the ledger, a restart proves from it that nothing unread went with it.
         next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}
@@ -230,6 +236,19 @@ class PulsarStreamReader(DataSourceStreamReader):
             return with_query_start(planned, given)
         self._last_planned = (planned, end)
         return planned
+
+    def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
+        """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
+        floor = self._floor
+        if floor is None or limit.read_all:
+            return None  # no floor; or Trigger.Once, which reads everything (Kafka's ReadAllAvailable)
+        check_partition_quotas(floor.min_entries, self.options, partitions)
+        if self._target is not None:
+            # Trigger.AvailableNow, as Kafka's floor (compared with the backlog left, which only the last batch can
+            # fall under): no batch is held back, so each is what the quotas admit and the last may be under the
+            # floor. Holding a quota-cut batch would not make it larger, and could stall the run for maxTriggerDelay.
+            return None
+        return floor.accepts
 
     def _start_positions(self, start: dict) -> dict[str, EntryPosition]:
         """The positions of Spark's start offset: usually the end this reader planned last, whose

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 from .console_log import enable_console_log
+from .options import SourceOptions
 from .planning.read_limit import BatchLimit
 from .stream import PulsarStreamReader
 
@@ -31,9 +33,26 @@ ONE_BATCH_TRIGGERS = (
     "AvailableNow reads the whole backlog in throttled batches). Use a processing-time trigger to catch up.")
 
 
+def refuse_trigger_floor(options: SourceOptions) -> None:
+    """minEntriesPerTrigger cannot be expressed here (checked at load(), and again by the reader)."""
+    if options.min_entries_per_trigger is not None:
+        import pyspark
+
+        # Held back here, Trigger.AvailableNow and Trigger.Once (one latestOffset() call, then stop, and
+        # indistinguishable from a processing-time trigger) would read nothing at all.
+        raise ValueError(f"Option 'minEntriesPerTrigger' needs PySpark 4.2 or newer: PySpark {pyspark.__version__} has no "
+                         "admission control for Python streaming sources, so the source cannot tell a "
+                         "processing-time trigger from Trigger.AvailableNow or Trigger.Once, which would read "
+                         "nothing while under the floor. Remove minEntriesPerTrigger and maxTriggerDelay here.")
+
+
 class LatestOffsetStreamReader(PulsarStreamReader):
     _seen_end: dict | None = None  # the start of the next batch, once known
     _warned = False
+
+    def __init__(self, options: SourceOptions, *args: Any, **kwargs: Any) -> None:
+        refuse_trigger_floor(options)
+        super().__init__(options, *args, **kwargs)
 
     def latestOffset(self) -> dict:  # type: ignore[override]  # the 4.0/4.1 signature (typed against 4.2+)
         if not self._warned:

@@ -33,11 +33,18 @@ class StartSpec:
 
 @dataclass(frozen=True)
 class EndSpec:
-    """Where a batch query ends: 'latest', or per-partition positions (the first entry not read)."""
+    """Where a batch query ends: 'latest', a publish time (the first message at or after it is not read),
+    or per-partition positions (the first entry not read)."""
 
-    kind: Literal["latest", "positions"]
+    kind: Literal["latest", "time", "positions"]
     positions: tuple[tuple[str, EntryPosition | str], ...] = ()
-    given: bool = False  # endingOffsets was set (only a batch query may set it)
+    given: bool = False  # endingOffsets or endingTime was set (only a batch query may set them)
+    time_ms: int | None = None
+
+    @property
+    def option(self) -> str:
+        """The option that set it, for messages."""
+        return "endingTime" if self.kind == "time" else "endingOffsets"
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class SourceOptions:
     admin_auth_token: Secret | None = field(repr=False)
     admin_tls_trust: str | None = None
     admin_tls_insecure: bool = False
+    min_entries_per_trigger: int | None = None  # the trigger floor (planning/trigger_floor.py)
+    max_trigger_delay_ms: int = 900_000
 
     @property
     def admin_tls_verify(self) -> bool | str:

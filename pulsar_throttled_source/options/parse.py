@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 
+from ..planning.trigger_floor import check_reachable
 from ..positions import EntryPosition
 from ..throttling.model import QuotaConfig, Rate
 from ..topics import TopicName
@@ -43,6 +44,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
                         non_backlog_threshold_entries=values.number(opts, "nonBacklogThresholdEntries"))
     quota_source: QuotaSource = values.choice(opts, "quotaSource")  # type: ignore[assignment]
     max_per_trigger = values.integer(opts, "maxEntriesPerTrigger")
+    min_per_trigger = trigger_floor(opts, max_per_trigger, source_rate)
 
     client_kwargs = passthrough.client_kwargs(opts)
     reader_kwargs = passthrough.reader_kwargs(opts)
@@ -91,6 +93,8 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         admin_tls_trust=passthrough.setting(opts, passthrough.ADMIN, "tlsTrustCertsFilePath"),
         admin_tls_insecure=bool(values.boolean_value(passthrough.setting(opts, passthrough.ADMIN, "tlsAllowInsecureConnection"),
                                                      "pulsar.admin.tlsAllowInsecureConnection", False)),
+        min_entries_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=values.duration_ms(opts, "maxTriggerDelay"),
     )
 
 
@@ -153,8 +157,12 @@ def start_spec(opts: Opts) -> StartSpec:
 
 
 def end_spec(opts: Opts) -> EndSpec:
-    """endingOffsets: latest, or JSON positions (the first entry not read); batch queries only."""
+    """endingOffsets (latest, or JSON positions: the first entry not read) or endingTime; batch queries only."""
     given = values.is_set(opts, "endingOffsets")
+    if given and values.is_set(opts, "endingTime"):
+        raise ValueError("Options 'endingOffsets' and 'endingTime' are exclusive; set only one of them.")
+    if values.is_set(opts, "endingTime"):
+        return EndSpec("time", time_ms=values.integer(opts, "endingTime"), given=True)
     text = str(opts.get(BY_NAME["endingOffsets"].key) or BY_NAME["endingOffsets"].default).strip()
     if text.lower() == "latest":
         return EndSpec("latest", given=given)
@@ -197,6 +205,24 @@ def throttling_mode(opts: Opts) -> str:
     if mode and alias and mode != alias:
         raise ValueError(f"Option 'throttlingMode'={mode} contradicts the alias that selects {alias}; set only one of them.")
     return mode or alias or str(BY_NAME["throttlingMode"].default)
+
+
+def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) -> int | None:
+    """minEntriesPerTrigger, which a limit known at load must be able to admit in one trigger (the per-partition
+    quotas are checked at the first trigger, when the partitions are known); maxTriggerDelay needs it."""
+    floor = values.integer(opts, "minEntriesPerTrigger")
+    if floor is None:
+        if values.is_set(opts, "maxTriggerDelay"):
+            raise ValueError("Option 'maxTriggerDelay' applies only with 'minEntriesPerTrigger' (the delay a batch under "
+                             "that floor may wait); set minEntriesPerTrigger too, or remove maxTriggerDelay.")
+        return None
+    if max_per_trigger is not None:
+        check_reachable(floor, "maxEntriesPerTrigger", max_per_trigger)
+    # A message quota admits at most that many entries (an entry holds one message or more); a relative one grows
+    # with the publish rate, and a broker policy is known only at run time.
+    if values.choice(opts, "quotaSource") != "broker" and source_rate.msgs > 0 and not source_rate.relative_to_publish_rate:
+        check_reachable(floor, "dispatchThrottlingRateInMsg", source_rate.msgs, " messages per window")
+    return floor
 
 
 def durable_subscription(opts: Opts) -> bool:

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 # How a value is read (values.py): int (bounded), quota (positive or -1), bool, choice, url,
-# name (a string with an allowed pattern), path (blank: the default), key_path (a PEM file path),
+# name (a string with an allowed pattern), duration (milliseconds, or a number and a unit as Spark's
+# time strings: 30s, 15m), path (blank: the default), key_path (a PEM file path),
 # and kinds read by a cross-option rule in parse.py: topic(s), pattern, start, prefix (pulsar.*.*).
 Kind = Literal["int", "quota", "bool", "choice", "url", "store", "name", "path", "key_path", "topic", "topics", "pattern", "start", "end",
-               "prefix"]
+               "prefix", "duration"]
 
 MS = "milliseconds"
 QUOTA_EXPECTED = "a positive integer, or -1 for no limit"
@@ -79,6 +80,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("endingOffsets", "end", "latest", "Batch queries (spark.read) only: latest (the newest readable entry when the query is planned), or JSON {partition: {\"ledgerId\":L,\"entryId\":E} | \"latest\"}; a position is the first entry not read (exclusive, as Kafka's endingOffsets)."),
     _int("startingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
          "Start at the first message published at or after this epoch-ms time (exclusive with startingOffsets)."),
+    _int("endingTime", None, 0, "an epoch time in milliseconds (a non-negative integer)",
+         "Batch queries (spark.read) only: end before the first message published at or after this epoch-ms time, so the messages published before it are read (exclusive, as Kafka's endingTimestamp; exclusive with endingOffsets)."),
     _bool("failOnDataLoss", True, "Fail when data between the checkpoint and the oldest stored entry is gone (retention, deleted topic); false logs a warning and continues."),
     _bool("durableSubscription", False, "true: a durable subscription named by 'subscription' (required then) follows the query's commits, so retention keeps what the query has not read; remove it when retiring the query (pulsar-admin topics unsubscribe)."),
     _int("pollTimeoutMs", 120_000, 1, f"a positive integer ({MS})", "How long a read task waits for an entry that must exist before failing."),
@@ -91,6 +94,11 @@ SPECS: tuple[OptionSpec, ...] = (
          "How often partition lists and ledger layouts are fetched again, in the background while the query plans (a plan never waits on the broker): new data is seen at most this plus one fetch late; idle polls in between ask nothing. 0: fetched by every plan."),
     _int("maxEntriesPerTrigger", None, 1, "a positive integer (entries)",
          "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
+    _int("minEntriesPerTrigger", None, 1, "a positive integer (entries)",
+         "Trigger floor, as Kafka's minOffsetsPerTrigger (PySpark 4.2+): a trigger whose batch would hold fewer entries (summed over all partitions, after quotas and maxEntriesPerTrigger) runs no batch until it would hold this many or maxTriggerDelay has passed; it never lets a batch over a quota."),
+    OptionSpec("maxTriggerDelay", "duration", "15m",
+               "With minEntriesPerTrigger: the longest wait since the last batch (or the query's first trigger) before a batch under the floor runs; milliseconds, or a number and a unit ms, s, m, min, h, d (e.g. 30s).",
+               expected="a positive duration: milliseconds (e.g. 30000), or a number and a unit ms, s, m, min, h, d (e.g. 30s, 15m)"),
     _int("maxRowsPerArrowBatch", 10_000, 1, "a positive integer (rows)", "Rows per Arrow record batch produced by a read task (bounds task memory)."),
     _int("maxEntriesPerTask", 0, 0, "a non-negative integer (entries; 0 = no split)",
          "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),

@@ -49,6 +49,22 @@ def integer(opts: Opts, name: str) -> int | None:
     return value
 
 
+_UNIT_MS = {"": 1, "ms": 1, "s": 1_000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def duration_ms(opts: Opts, name: str) -> int:
+    """A duration option in milliseconds: a plain number is milliseconds (as Spark's time strings,
+    which Kafka's maxTriggerDelay uses), or a number with a unit (30s, 15m); positive."""
+    spec = _spec(name, ("duration",))
+    raw = opts.get(spec.key)
+    text = str(spec.default if raw is None or str(raw).strip() == "" else raw).strip().lower()
+    match = re.fullmatch(r"(\d+)\s*(ms|s|min|m|h|d)?", text)
+    value = int(match.group(1)) * _UNIT_MS[match.group(2) or ""] if match else 0
+    if value <= 0:
+        raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected {spec.expected}.")
+    return value
+
+
 def number(opts: Opts, name: str) -> int:
     """integer() of an option whose default is a number (never None)."""
     value = integer(opts, name)

@@ -8,4 +8,5 @@ The Spark-facing reader (``..stream``) delegates each question to one module:
 - ``task_ranges``: a batch's offset ranges as Spark tasks (maxEntriesPerTask), with entry lists.
 - ``progress``: the backlog reported in Spark's query progress.
 - ``publish_rates``: publish rates and messages per entry from the broker's counters.
+- ``trigger_floor``: minEntriesPerTrigger / maxTriggerDelay: whether an admitted batch runs now or waits.
 """

@@ -37,7 +37,10 @@ class BatchAdmission:
         self._warned_read_all = False
         self._last_summary = ""
 
-    def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit) -> dict[str, int]:
+    def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
+              accept: Callable[[int], bool] | None = None) -> dict[str, int]:
+        """Entries per partition for the next batch. `accept` (the trigger floor) sees the total
+        admitted and may refuse the batch: then {} is returned and no quota is charged."""
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
         if not wanted:
             return {}
@@ -45,7 +48,7 @@ class BatchAdmission:
         if limit.max_entries is not None and limit.max_entries < sum(wanted.values()):
             wanted = split_proportionally(wanted, limit.max_entries)
         if not self._options.throttled:
-            return wanted
+            return wanted if accept is None or accept(sum(wanted.values())) else {}
         if read_all and not self._warned_read_all:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
@@ -53,7 +56,9 @@ class BatchAdmission:
         self._entry_sizes().new_plan(len(wanted))
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
-        admissions = engine.plan(demands, unthrottled=read_all)
+        admissions = engine.plan(demands, unthrottled=read_all, accept=accept)
+        if not admissions:
+            return {}  # held back by `accept`: nothing charged, nothing to look up ahead
         self._log_summary(engine, admissions)
         for admission in admissions:  # the next window's entries, looked up while this batch runs
             self._entry_sizes().prefetch(admission.partition, backlogs[admission.partition], admission.entries)

@@ -27,7 +27,7 @@ def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -
         return {p: snap.readable_end(p) for p in snap.layouts}
     if start.kind == "time":
         assert start.time_ms is not None
-        return {p: _position_for_time(admin, p, layout, start.time_ms) for p, layout in snap.layouts.items()}
+        return {p: position_before_time(admin, p, layout, start.time_ms) for p, layout in snap.layouts.items()}
     given = known_positions("startingOffsets", start.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p, layout in snap.layouts.items():
@@ -54,7 +54,9 @@ def known_positions(option: str, positions: tuple[tuple[str, EntryPosition | str
     return given
 
 
-def _position_for_time(admin: PulsarAdmin, partition: str, layout: PartitionLayout, time_ms: int) -> EntryPosition:
+def position_before_time(admin: PulsarAdmin, partition: str, layout: PartitionLayout, time_ms: int) -> EntryPosition:
+    """The entry before the first one published at or after `time_ms` (the broker's lookup, per entry): where
+    startingTime starts (offsets hold the last entry read), and the last entry endingTime reads."""
     found = admin.message_id_by_timestamp(TopicName.parse(partition), time_ms)
     ledger, entry = int(found.get("ledgerId", -1)), int(found.get("entryId", -1))
     if ledger < 0 or EntryPosition(ledger, entry) > layout.latest:

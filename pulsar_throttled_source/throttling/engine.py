@@ -47,10 +47,15 @@ class QuotaEngine:
         self._last_states: dict[str, BucketState] = {}  # large plans' buckets as last charged (see headroom)
 
     def plan(
-        self, demands: Sequence[PartitionDemand], unthrottled: bool = False
+        self, demands: Sequence[PartitionDemand], unthrottled: bool = False,
+        accept: Callable[[int], bool] | None = None,
     ) -> list[Admission]:
         """Decide how many backlog entries each partition may advance now, and charge all
-        applicable buckets atomically (one store transaction)."""
+        applicable buckets atomically (one store transaction).
+
+        `accept` sees the total entries admitted, inside the transaction: when it says no (the
+        trigger floor holds the batch back), nothing is charged and [] is returned, so a trigger
+        that runs no batch leaves the store, and this engine's memory of its charges, unchanged."""
         now = self._clock()
         if now >= self._next_purge:
             self._next_purge = now + PURGE_EVERY_S
@@ -93,6 +98,8 @@ class QuotaEngine:
                 plan.buckets = [buckets[spec.key] for spec in plan.specs]
             source = buckets.get(source_key(self.config.query_id))
             admit(plans, source, self._cursor, precise=self.config.mode == "precise")
+            if accept is not None and not accept(sum(plan.entries for plan in plans)):
+                return []
             charged = {key: bucket for key, bucket in buckets.items() if bucket.charged_msgs or bucket.charged_bytes}
             tx.put_many({key: bucket.state() for key, bucket in charged.items()})
             for key, bucket in charged.items():

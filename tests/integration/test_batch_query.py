@@ -88,3 +88,38 @@ def test_wrong_ranges_and_stream_only_options_are_clear_errors_at_once(spark, br
     with pytest.raises(Exception, match="'endingOffsets' applies to batch queries"):
         spark.readStream.format("pulsar-throttled").options(**source_options(broker, topic, endingOffsets="latest")).load() \
             .writeStream.format("noop").start().awaitTermination(30)
+
+
+def test_a_time_range_reads_the_messages_published_between_the_two_times(spark, broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"batchtime-{unique}", 2)
+
+    def boundary() -> int:
+        time.sleep(0.05)  # publish times are the broker's milliseconds: keep each group clear of the boundary
+        at = int(time.time() * 1000)
+        time.sleep(0.05)
+        return at
+
+    before = produce(pulsar_client, topic, 12, prefix="before")
+    t1 = boundary()
+    between = produce(pulsar_client, topic, 20, batch=5, prefix="between")  # batched: entries of 5
+    t2 = boundary()
+    after = produce(pulsar_client, topic, 9, prefix="after")
+
+    def payloads(**extra: str) -> Counter:
+        return Counter(bytes(r.value) for r in read_batch(spark, source_options(broker, topic, **extra)))
+
+    # startingTime is inclusive (published at or after), endingTime exclusive (published before), as Kafka's timestamps.
+    assert payloads(startingTime=str(t1), endingTime=str(t2)) == Counter(s.payload for s in between)
+    assert payloads(endingTime=str(t1)) == Counter(s.payload for s in before)  # from earliest
+    assert payloads(startingTime=str(t2)) == Counter(s.payload for s in after)  # to latest
+    assert payloads(startingTime=str(t1), endingTime=str(t1)) == Counter()
+
+    started = time.monotonic()
+    with pytest.raises(Exception, match="'endingOffsets' and 'endingTime' are exclusive"):
+        read_batch(spark, source_options(broker, topic, endingOffsets="latest", endingTime=str(t2)))
+    with pytest.raises(Exception, match=r"start .* is after the end .*'startingTime' and 'endingTime'"):
+        read_batch(spark, source_options(broker, topic, startingTime=str(t2), endingTime=str(t1)))
+    assert time.monotonic() - started < 30
+    with pytest.raises(Exception, match="'endingTime' applies to batch queries"):
+        spark.readStream.format("pulsar-throttled").options(**source_options(broker, topic, endingTime=str(t2))).load() \
+            .writeStream.format("noop").start().awaitTermination(30)

@@ -47,6 +47,9 @@ def test_quickstart_notebook_runs_against_the_session_broker(broker, tmp_path, m
     assert read, watched
     messages, batches, largest, quota = map(int, read.groups())
     assert messages == 2000 and batches >= 5 and largest <= quota == 40
+    # The batch-query cell reads the whole topic once: every message the notebook sent.
+    inspected = next(text_of(c) for c in code if "Batch query:" in text_of(c))
+    assert re.search(r"Batch query: 2000 messages in ", inspected), inspected
     images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert images, "the plot cell shows no image"
     assert "stopped" in text_of(code[-1])
