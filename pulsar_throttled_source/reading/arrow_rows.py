@@ -29,10 +29,11 @@ SPARK_SCHEMA_DDL = ("key string, value binary, topic string, partition int, mess
 
 
 class EntryIds:
-    """`MessageId.serialize()` for the messages of one batched entry, built from the entry's
-    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and
-    splicing bytes costs a third of the native call. Any entry whose bytes do not have the
-    expected shape falls back to the native call, so the output is always serialize()'s."""
+    """How to build `MessageId.serialize()` for the messages of one batched entry from the entry's
+    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and splicing
+    bytes (`head + varint(index) + tail`, done inline by the read loop in read.py) costs a third
+    of the native call. An entry whose bytes do not have the expected shape leaves `head` None:
+    the loop then calls serialize() itself, so the output is always serialize()'s."""
 
     __slots__ = ("head", "tail")
 
@@ -51,11 +52,6 @@ class EntryIds:
         head, tail = whole[:split], whole[split + 1 + len(varint(index)):]
         if head + b"\x20" + varint(index) + tail == whole:
             self.head, self.tail = head + b"\x20", tail
-
-    def serialized(self, mid: Any, index: int) -> bytes:
-        if self.head is None:
-            return mid.serialize()
-        return self.head + varint(index) + self.tail
 
 
 def _batch_index_field(data: bytes) -> int | None:
@@ -116,7 +112,8 @@ class Columns:
         return len(self.msgs)
 
     def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
-        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry."""
+        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry.
+        The read loop appends through appenders() instead; this builds a batch outside it."""
         self.msgs.append(msg)
         self.ids.append(serialized_id)
         self.publish_ms.append(publish_ms)

@@ -167,7 +167,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 continue
             # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
             add_msg(msg)
-            # EntryIds.serialized, inlined likewise (its head and tail are the entry's).
+            # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
             add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
             add_publish(publish_ms)
             add_producer(producer)

@@ -87,7 +87,8 @@ def test_exactly_the_planned_entries_without_the_exclusive_start_or_the_next_bat
     reader = FakeReader([FakeMessage(5, e) for e in range(2, 9)])
     got = values(task((5, 2), (5, 5), ((5, 3, 3),)), reader)
     assert got == [b"5:3:-1", b"5:4:-1", b"5:5:-1"]
-    assert reader.queue[0].payload == b"5:6:-1" or reader.queue == []  # stopped at the end, not beyond
+    # Stopped at the end entry: the next batch's entries were never taken from the reader.
+    assert [m.payload for m in reader.queue] == [b"5:6:-1", b"5:7:-1", b"5:8:-1"]
 
 
 def test_every_message_of_a_batched_end_entry_is_read():
