@@ -18,6 +18,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
+from .offsets import SourceOffset
 from .options import EndSpec, SourceOptions, StartSpec
 from .planning.data_loss import DataLossPolicy
 from .planning.start_positions import known_positions, resolve_start
@@ -41,11 +42,11 @@ def check_batch_options(o: SourceOptions) -> None:
                          "trigger(availableNow=True) for a throttled backfill that stops at the end.")
 
 
-def resolve_end(end: EndSpec, snap: CatalogSnapshot) -> dict[str, EntryPosition]:
+def resolve_end(end: EndSpec, snap: CatalogSnapshot) -> SourceOffset:
     """endingOffsets as the last entry to read per partition (a user position is the first entry not read)."""
     latest = {p: snap.readable_end(p) for p in snap.layouts}
     if end.kind == "latest":
-        return latest
+        return SourceOffset(latest)
     given = known_positions("endingOffsets", end.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p in snap.layouts:
@@ -60,7 +61,7 @@ def resolve_end(end: EndSpec, snap: CatalogSnapshot) -> dict[str, EntryPosition]
                              f"partition's end (its newest readable entry is {readable.ledger_id}:{readable.entry_id}, so "
                              f"at most {{\"ledgerId\": {readable.ledger_id}, \"entryId\": {readable.entry_id + 1}}}), or use \"latest\".")
         out[p] = last
-    return out
+    return SourceOffset(out)
 
 
 class PulsarBatchReader(DataSourceReader):
@@ -80,15 +81,16 @@ class PulsarBatchReader(DataSourceReader):
         try:
             snap = catalog.snapshot(force=True)
             # As Kafka's source: a batch query reads from the beginning unless told otherwise.
-            starts = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
-            ends = resolve_end(o.end, snap)
-            for p, s in starts.items():
-                if s > ends[p]:
-                    first, last = EntryPosition(s.ledger_id, s.entry_id + 1), EntryPosition(ends[p].ledger_id, ends[p].entry_id + 1)
+            start = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
+            end = resolve_end(o.end, snap)
+            for p, s in start.positions.items():
+                e = end.positions[p]
+                if s > e:
+                    first, last = EntryPosition(s.ledger_id, s.entry_id + 1), EntryPosition(e.ledger_id, e.entry_id + 1)
                     raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options 'startingOffsets' "
                                      "and 'endingOffsets' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
-            ranges: Sequence[InputPartition] = task_ranges(starts, ends, snap, o.max_entries_per_task,
+            ranges: Sequence[InputPartition] = task_ranges(start, end, snap, o.max_entries_per_task,
                                                            client_config(o, self.value_schema), loss.check_range)
             return ranges
         finally:

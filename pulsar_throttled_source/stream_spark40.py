@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from pyspark.sql.datasource import InputPartition
 
 from .console_log import enable_console_log
+from .offsets import SourceOffset
 from .planning.read_limit import BatchLimit
-from .stream import PulsarStreamReader
+from .stream import END_OF_BATCH, START_OF_BATCH, PulsarStreamReader
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ ONE_BATCH_TRIGGERS = (
 
 
 class LatestOffsetStreamReader(PulsarStreamReader):
-    _seen_end: dict | None = None  # the start of the next batch, once known
+    _seen_end: SourceOffset | None = None  # the start of the next batch, once known
     _warned = False
 
     def latestOffset(self) -> dict:  # type: ignore[override]  # the 4.0/4.1 signature (typed against 4.2+)
@@ -42,11 +43,12 @@ class LatestOffsetStreamReader(PulsarStreamReader):
 
             enable_console_log()  # Spark asks for this before anything else: the WARN must show
             log.warning(ONE_BATCH_TRIGGERS.format(version=pyspark.__version__))
-        start = self._seen_end if self._seen_end is not None else self.initialOffset()
+        start = self._seen_end if self._seen_end is not None else self.initial_offset()
         end = self.plan_end(start, BatchLimit(max_entries=self.options.max_entries_per_trigger))
         self._seen_end = end
-        return end
+        return self.to_spark(end)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        self._seen_end = end  # a restart's latest seen offset (start == end) or a re-run batch
-        return super().partitions(start, end)
+        seen = self.offset_of(end, END_OF_BATCH)
+        self._seen_end = seen  # a restart's latest seen offset (start == end) or a re-run batch
+        return self.plan_tasks(self.offset_of(start, START_OF_BATCH), seen)
