@@ -46,3 +46,6 @@ class EntryPosition:
 
 
 BEFORE_EARLIEST = EntryPosition(-1, -1)
+
+# (ledger id, entry id) as a plain tuple: what read tasks compare per message, where a dataclass costs too much.
+Position = tuple[int, int]

@@ -5,6 +5,6 @@
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).
 - ``entry_lookup``: admin lookups of single entries (what a gap in the dispatch was).
 - ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
-- ``arrow_rows``: messages as Arrow columns (the Spark schema).
+- ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
 - ``errors``: ReadTimeout, DataLossError and the messages that explain them.
 """

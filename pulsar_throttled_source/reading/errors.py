@@ -8,7 +8,8 @@ from __future__ import annotations
 import logging
 import time
 
-from .range_entries import EncryptedEntryError, Position
+from ..positions import Position
+from .range_entries import EncryptedEntryError
 from .task import PartitionRange
 
 log = logging.getLogger(__name__)

@@ -15,13 +15,14 @@ from typing import Any
 import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
-from .arrow_rows import Columns, EntryIds, varint
+from ..protobuf_wire import first_chunk_position, varint
+from .arrow_rows import Columns, EntryIds
 from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
 from .native_read import read_native_messages
-from .range_entries import EncryptedEntryError, first_chunk_position
+from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
 from .task import IDLE_CHECK_MS, ClientConfig, PartitionRange

@@ -10,11 +10,12 @@ import pulsar
 import pyarrow as pa
 import pytest
 
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, _batch_index_field, varint
-from pulsar_throttled_source.reading.range_entries import EntryMetadata
+from pulsar_throttled_source.protobuf_wire import batch_index_field
 from pulsar_throttled_source.reading.read import _read_messages
 from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
+from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
 P = "persistent://public/default/t-partition-2"
 
@@ -75,7 +76,7 @@ def read(messages: list[FakeMessage], start: tuple[int, int], end: tuple[int, in
     the loop stops at the first message past `end`)."""
     cfg = ClientConfig("pulsar://x:6650", (), (), None, 3_000, 10_000)
     part = PartitionRange(P, 2, EntryPosition(*start), EntryPosition(*end), -1, cfg, None)
-    return list(_read_messages(FakeReader(messages), part, lambda position: EntryMetadata()))
+    return list(_read_messages(FakeReader(messages), part, lambda position: EntryHeaders()))
 
 
 class StandInId:
@@ -118,7 +119,7 @@ def test_spliced_ids_equal_the_native_serialization(partition, ledger, entry, fi
 def test_batch_size_field_after_the_index_is_kept():
     # Shape of a real batched message id: ledger 20, entry 0, partition 0, index 0, batch size 1000.
     data = bytes.fromhex("081410001800200030e807")
-    assert _batch_index_field(data) == 6
+    assert batch_index_field(data) == 6
     # Only the entry's first id is serialized by the client; the others must be spliced from it.
     msgs = [FakeMessage(StandInId(20, 0, i, data if i == 0 else None)) for i in range(301)]
     got = message_ids(read(msgs, (20, -1), (20, 0)))
@@ -128,22 +129,14 @@ def test_batch_size_field_after_the_index_is_kept():
 
 
 def test_unexpected_shapes_fall_back_to_the_native_call():
-    assert _batch_index_field(bytes.fromhex("08011002")) is None  # not batched: no index field
-    assert _batch_index_field(bytes.fromhex("0a0100")) is None  # a length-delimited field first
+    assert batch_index_field(bytes.fromhex("08011002")) is None  # not batched: no index field
+    assert batch_index_field(bytes.fromhex("0a0100")) is None  # a length-delimited field first
     # Entry 1:2 is not batched; entry 1:3 is batched but its bytes have a length-delimited field first:
     # every id of it is the client's own serialize().
     odd = [bytes.fromhex("0a0100") + bytes([i]) for i in range(3)]
     msgs = [FakeMessage(pulsar.MessageId(-1, 1, 2, -1))] + [FakeMessage(StandInId(1, 3, i, odd[i])) for i in range(3)]
     got = message_ids(read(msgs, (1, 1), (1, 3)))
     assert got == [pulsar.MessageId(-1, 1, 2, -1).serialize(), *odd]
-
-
-def test_varint_matches_protobuf_encoding():
-    assert varint(0) == b"\x00"
-    assert varint(127) == b"\x7f"
-    assert varint(128) == b"\x80\x01"
-    assert varint(300) == b"\xac\x02"
-    assert varint(70000) == b"\xf0\xa2\x04"
 
 
 @pytest.mark.parametrize("keys", [["", ""], ["a", ""], ["a", "b"]])
@@ -158,7 +151,7 @@ def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
         FakeMessage(pulsar.MessageId(2, 5, 2, -1)),
     ]
     (batch,) = read(msgs, (5, -1), (5, 1))
-    assert batch.schema == ARROW_SCHEMA
+    assert batch.schema == RAW_ARROW_SCHEMA
     rows = batch.to_pylist()
     assert [r["key"] for r in rows] == [k or None for k in keys] + [None, None]  # the client reports "no key" as ""
     assert [r["value"] for r in rows] == [b"v0", b"v1", None, b""]  # a null value is null, not b""
@@ -172,3 +165,10 @@ def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
     assert rows[0]["eventTime"] is None  # 0 means unset
     assert rows[1]["eventTime"] == datetime.fromtimestamp(1_600_000_000.456, timezone.utc)
     assert rows[0]["properties"] == [] and rows[1]["properties"] == [("k", "v")]
+
+
+def test_the_raw_layout_is_the_one_spark_is_told():
+    # DataSource.schema() hands Spark this DDL; the read tasks' batches must have exactly its columns.
+    assert RAW_SPARK_SCHEMA_DDL == ("key string, value binary, topic string, partition int, messageId binary, "
+                                    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
+                                    "orderingKey string, producerName string")

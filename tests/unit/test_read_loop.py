@@ -9,9 +9,9 @@ import time
 import pulsar
 import pytest
 
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
-from pulsar_throttled_source.reading.range_entries import EntryMetadata
 from pulsar_throttled_source.reading.read import _read_messages
 from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 
@@ -75,7 +75,7 @@ def task(start: tuple[int, int], end: tuple[int, int], runs, poll_ms: int = 3_00
 
 
 def plain(position):  # every entry is an ordinary stored message
-    return EntryMetadata()
+    return EntryHeaders()
 
 
 def values(part: PartitionRange, reader: FakeReader, lookup=plain) -> list[bytes]:
@@ -99,18 +99,18 @@ def test_every_message_of_a_batched_end_entry_is_read():
 
 def test_a_range_ending_on_a_transaction_marker_ends_without_waiting():
     # Entry 5:3 is a commit marker: the broker never dispatches it as a message.
-    lookups = {(5, 3): EntryMetadata(marker=True)}
+    lookups = {(5, 3): EntryHeaders(marker=True)}
     started = time.monotonic()
     got = values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, e) for e in range(3)]),
-                 lambda pos: lookups.get(pos, EntryMetadata()))
+                 lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:1:-1", b"5:2:-1"]
     assert time.monotonic() - started < 5  # one idle check, not pollTimeoutMs
 
 
 def test_aborted_entries_in_the_middle_are_skipped_and_the_rest_delivered():
-    lookups = {(5, 1): EntryMetadata(aborted=True), (5, 2): EntryMetadata(aborted=True)}
+    lookups = {(5, 1): EntryHeaders(aborted=True), (5, 2): EntryHeaders(aborted=True)}
     msgs = [FakeMessage(5, 0), FakeMessage(5, 3)]  # the broker filters aborted entries out
-    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryMetadata()))
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:3:-1"]
 
 
@@ -118,7 +118,7 @@ def test_a_planned_entry_that_is_no_longer_stored_is_data_loss_at_once():
     started = time.monotonic()
     with pytest.raises(DataLossError, match=r"5:2.*failOnDataLoss=false"):
         values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, 0), FakeMessage(5, 1)]),
-               lambda pos: None if pos >= (5, 2) else EntryMetadata())
+               lambda pos: None if pos >= (5, 2) else EntryHeaders())
     assert time.monotonic() - started < 5
 
 
