@@ -24,8 +24,8 @@ from .planning.data_loss import DataLossPolicy
 from .planning.start_positions import known_positions, resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import EntryPosition
+from .read_task import PartitionRange
 from .reading.read import read_range
-from .reading.task import PartitionRange
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
 from .stream import client_config

@@ -49,3 +49,4 @@ BEFORE_EARLIEST = EntryPosition(-1, -1)
 
 # (ledger id, entry id) as a plain tuple: what read tasks compare per message, where a dataclass costs too much.
 Position = tuple[int, int]
+EntryRuns = tuple[tuple[int, int, int], ...]  # a range's entries: (ledger id, first entry, count), in order

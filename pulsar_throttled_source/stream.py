@@ -37,9 +37,9 @@ from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import BEFORE_EARLIEST, EntryPosition
+from .read_task import ClientConfig, PartitionRange
 from .reading.read import read_range
 from .reading.read_path import describe_read_path
-from .reading.task import ClientConfig, PartitionRange
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
 from .throttling.engine import QuotaEngine
@@ -131,7 +131,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     @property
     def engine(self) -> QuotaEngine:
         if self._engine is None:
-            from .throttling.store import open_quota_store
+            from .throttling.store_factory import open_quota_store
 
             assert self._query_id is not None, "the query's identity is known before its first plan"
             quota = replace(self.options.quota, query_id=self._query_id)

@@ -15,7 +15,7 @@ from .admin_http import AdminError, AdminHttp, TopicNotFound
 
 if TYPE_CHECKING:
     from ..options.model import SourceOptions
-    from ..reading.task import ClientConfig
+    from ..read_task import ClientConfig
 
 # Topic stats without their per-producer and per-consumer lists (only the counters are read): about
 # a third less to send and parse per partition (measured on 4.0.7); brokers older than these

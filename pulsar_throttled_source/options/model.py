@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..positions import EntryPosition
-from ..throttling.model import QuotaConfig, Rate
+from ..shared_types import QuotaConfig, Rate
 from ..topics import TopicName
 
 QuotaSource = Literal["options", "broker", "both"]

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from ..positions import EntryPosition
-from ..throttling.model import QuotaConfig, Rate
+from ..shared_types import QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
 from .model import EndSpec, QuotaSource, SourceOptions, StartSpec

@@ -14,7 +14,7 @@ from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
 from ..offsets import SourceOffset
 from ..positions import BEFORE_EARLIEST, EntryPosition
-from ..reading.task import ClientConfig, PartitionRange
+from ..read_task import ClientConfig, PartitionRange
 from ..topics import TopicName
 
 # (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range

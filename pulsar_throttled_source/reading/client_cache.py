@@ -19,8 +19,8 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..read_task import ClientConfig, PartitionRange
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
-from .task import ClientConfig, PartitionRange
 from .watch import unless_gone
 
 if TYPE_CHECKING:

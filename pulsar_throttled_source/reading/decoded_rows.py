@@ -12,12 +12,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..read_task import ClientConfig
 from ..schemas.columns import RECORD_KINDS, ValueSchema
 from ..schemas.decoders import DecodeError, PayloadDecoder
 from ..topics import TopicName
 from .arrow_rows import Columns, metadata_arrays
 from .native_reader import ExportedBatch
-from .task import ClientConfig
 
 # Writer schemas by (admin URL, topic, version), for the life of the worker process: a schema
 # version never changes once registered.

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from ..metadata.admin_http import AdminError, TopicNotFound
 from ..metadata.entry_headers import EntryHeaders
 from ..positions import Position
+from ..read_task import PartitionRange
 from ..topics import TopicName
-from .task import PartitionRange
 
 if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin

@@ -9,17 +9,14 @@ import logging
 import time
 
 from ..positions import Position
+from ..read_task import PartitionRange
+from ..shared_types import DataLossError as DataLossError  # where read tasks have always raised it from
 from .range_entries import EncryptedEntryError
-from .task import PartitionRange
 
 log = logging.getLogger(__name__)
 
 
 class ReadTimeout(RuntimeError):
-    pass
-
-
-class DataLossError(RuntimeError):
     pass
 
 

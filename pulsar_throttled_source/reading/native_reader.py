@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..read_task import ClientConfig
 from ..schemas.columns import RAW_ARROW_SCHEMA
 from .native_library import (
     KEY,
@@ -26,7 +27,6 @@ from .native_library import (
     NativeLibrary,
     pulsar_error,
 )
-from .task import ClientConfig
 
 _BOOL_SETTINGS = {"tls_allow_insecure_connection", "tls_validate_hostname", "is_read_compacted"}
 # pulsar.Client / create_reader settings the C API can set (the rest keep a query on the Python path).

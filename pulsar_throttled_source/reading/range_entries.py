@@ -25,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from ..metadata.entry_headers import EntryHeaders
-from ..positions import Position
-
-EntryRuns = tuple[tuple[int, int, int], ...]  # (ledger id, first entry, count), in order
+from ..positions import EntryRuns, Position
 
 
 class RangeCursor:

@@ -7,10 +7,10 @@ from __future__ import annotations
 import time
 
 from ..positions import Position
+from ..read_task import PartitionRange
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
 from .range_entries import RangeAccount
-from .task import PartitionRange
 
 
 class RangeProgress:

@@ -1,10 +1,11 @@
 """Executor side: read one planned entry range of one partition into Arrow record batches.
 
-Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (task). Readers come from
-the worker's shared client (client_cache), the entries a reader never sees as messages are
-accounted for by range_entries with metadata from entry_lookup, rows are built by arrow_rows
-(or, on the native read path, by the library behind native_reader, driven by native_read;
-read_path chooses), and what goes wrong is reported by errors.
+Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (..read_task). Readers come
+from the worker's shared client (client_cache); what belongs to the range and when it is done is
+decided by range_progress, which accounts for the entries a reader never sees as messages with
+range_entries and metadata from entry_lookup; rows are built by arrow_rows (decoded_rows for a
+topic with a schema), or on the native read path by the library behind native_reader, driven by
+native_read (read_path chooses); what goes wrong is reported by errors.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
 from ..protobuf_wire import first_chunk_position, varint
+from ..read_task import IDLE_CHECK_MS, ClientConfig, PartitionRange
 from .arrow_rows import Columns, EntryIds
 from .client_cache import drop_client, drop_native_client, has_message_available, open_native_reader, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
@@ -25,7 +27,6 @@ from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
-from .task import IDLE_CHECK_MS, ClientConfig, PartitionRange
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:

@@ -1,6 +1,7 @@
 """Admission: how many backlog entries each partition gets from the buckets it charges.
 
-Pure arithmetic on already loaded buckets (the engine loads and stores them):
+Works on already loaded buckets (the engine loads and stores them); the only calls out are each
+demand's callbacks (bytes_for, learn_entries), which may look entries up on the broker:
 - unthrottled partitions take their whole backlog first, charged but not limited;
 - the others are served in a rotating order (those that got nothing for longest first);
 - pass 1 gives each a share of the source-wide bucket in proportion to its backlog, bounded
@@ -16,9 +17,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..entry_values import EntryValues, LearnedEntries
+from ..shared_types import QuotaConfig
 from .buckets import EPSILON, Bucket, BucketSpec
-from .entry_values import EntryValues, LearnedEntries
-from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
+from .model import SOURCE_LEVEL, Admission, PartitionDemand
 from .report import exhausted_reason, too_small_reason
 
 FIRST_READ_REASON = "messages per entry not known yet: first read admits 1 entry"

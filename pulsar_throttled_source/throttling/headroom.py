@@ -16,8 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..entry_values import LearnedEntries
 from .buckets import BucketSpec
-from .entry_values import LearnedEntries
 from .model import PartitionDemand
 
 ESTIMATE_ABOVE = 64  # partitions with backlog in a plan; smaller plans look every entry up

@@ -16,8 +16,8 @@ import pytest
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.entry_lookup import EntryLookup
-from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 from pulsar_throttled_source.topics import TopicName
 
 LOGGER = "pulsar_throttled_source.metadata.admin_http"

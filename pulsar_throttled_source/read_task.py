@@ -1,6 +1,8 @@
 """What one read task carries from the driver to an executor: the planned entry range of one
 partition (`PartitionRange`) and how to connect (`ClientConfig`). Spark pickles them into each
-task, so everything a read needs travels inside; tokens never show in a repr."""
+task, so everything a read needs travels inside; tokens never show in a repr.
+
+Below planning (which builds them) and reading (which runs them), so neither imports the other."""
 
 from __future__ import annotations
 
@@ -9,9 +11,8 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from ..positions import EntryPosition
-from ..schemas.columns import ValueSchema
-from .range_entries import EntryRuns
+from .positions import EntryPosition, EntryRuns
+from .schemas.columns import ValueSchema
 
 IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
 READ_PATHS = ("auto", "native", "python")
