@@ -28,7 +28,6 @@ from .read_task import PartitionRange
 from .reading.read import read_range
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
-from .stream import client_config
 
 
 def check_batch_options(o: SourceOptions) -> None:
@@ -91,7 +90,7 @@ class PulsarBatchReader(DataSourceReader):
                                      "and 'endingOffsets' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
             ranges: Sequence[InputPartition] = task_ranges(start, end, snap, o.max_entries_per_task,
-                                                           client_config(o, self.value_schema), loss.check_range)
+                                                           o.read_task_config(self.value_schema), loss.check_range)
             return ranges
         finally:
             catalog.close()

@@ -2,6 +2,7 @@
 planning -> reading) so that no layer imports a higher one for a type:
 - ``Rate``, ``QuotaConfig``, ``ThrottlingMode``: a quota as options parse it, broker policies report it
   and the throttling engine applies it;
+- ``AdminEndpoint``: where and how to reach the admin API, for planning's sessions and read tasks';
 - ``DataLossError``: planned entries that are gone, raised by the planner and by read tasks;
 - ``redacted``: a URL without its password, for option values and quota-store errors.
 """
@@ -9,7 +10,7 @@ planning -> reading) so that no layer imports a higher one for a type:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 ThrottlingMode = Literal["precise", "batch"]
@@ -52,6 +53,17 @@ class QuotaConfig:
                 "non_backlog_threshold_entries must be >= 0, "
                 f"got {self.non_backlog_threshold_entries}"
             )
+
+
+@dataclass(frozen=True)
+class AdminEndpoint:
+    """Where and how to reach the admin REST API: built once from the options (SourceOptions.admin),
+    carried by every read task (ClientConfig.admin), opened by metadata.admin.PulsarAdmin."""
+
+    url: str = ""
+    token: str | None = field(default=None, repr=False)
+    tls_verify: bool | str = True  # False: no check; a path: the CA file to check against
+    timeout_ms: int = 30_000  # per request
 
 
 class DataLossError(RuntimeError):

@@ -51,16 +51,6 @@ START_FROM_CHECKPOINT = "start offset (from the checkpoint)"
 START_OF_BATCH, END_OF_BATCH = "start offset of the micro-batch", "end offset of the micro-batch"
 
 
-def client_config(o: SourceOptions, value_schema: ValueSchema | None) -> ClientConfig:
-    """What a read task needs of the query's options: how to connect, read and decode."""
-    return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
-                        o.max_rows_per_arrow_batch, admin_url=o.admin_url, admin_token=o.admin_auth_token,
-                        admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
-                        fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
-                        private_key_path=o.private_key_path, public_key_path=o.public_key_path,
-                        crypto_failure_action=o.crypto_failure_action, value_schema=value_schema, read_path=o.read_path)
-
-
 class PulsarStreamReader(DataSourceStreamReader):
     """Everything but latestOffset, whose signature depends on the Spark line (see the module doc)."""
 
@@ -268,7 +258,7 @@ class PulsarStreamReader(DataSourceStreamReader):
                            self._client_config(), check)
 
     def _client_config(self) -> ClientConfig:
-        return client_config(self.options, self.value_schema)
+        return self.options.read_task_config(self.value_schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)

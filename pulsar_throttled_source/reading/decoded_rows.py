@@ -36,7 +36,7 @@ def decoder_for(partition: str, cfg: ClientConfig) -> PayloadDecoder:
     topic = TopicName.parse(partition).base
 
     def writer_schema(version: int) -> str | None:
-        key = (cfg.admin_url, str(topic), version)
+        key = (cfg.admin.url, str(topic), version)
         if key not in _WRITER_SCHEMAS:
             from ..metadata.admin import PulsarAdmin
 
