@@ -18,9 +18,9 @@ if TYPE_CHECKING:
     from ..options.model import SourceOptions
     from ..read_task import ClientConfig
 
-# Topic stats without their per-producer and per-consumer lists (only the counters are read): about
-# a third less to send and parse per partition (measured on 4.0.7); brokers older than these
-# parameters (apache/pulsar#21200, 2023) ignore them, as the REST API ignores any unknown one.
+# Topic stats without their per-producer and per-consumer lists (only the counters are read): less
+# to send and parse per partition (bench/README.md, "Figures behind the code"); brokers older than these parameters
+# (apache/pulsar#21200, 2023) ignore them, as the REST API ignores any unknown one.
 LEAN_STATS = {"excludePublishers": "true", "excludeConsumers": "true"}
 
 

@@ -19,8 +19,8 @@ from ..schemas.columns import RAW_ARROW_SCHEMA
 class EntryIds:
     """How to build `MessageId.serialize()` for the messages of one batched entry from the entry's
     first id: the protobuf bytes differ only in the batch index field (tag 0x20), and splicing
-    bytes (`head + varint(index) + tail`, done inline by the read loop in read.py) costs a third
-    of the native call. An entry whose bytes do not have the expected shape leaves `head` None:
+    bytes (`head + varint(index) + tail`, done inline by the read loop in read.py) costs less than
+    the native call (bench/README.md, "Figures behind the code"). An entry whose bytes do not have the expected shape leaves `head` None:
     the loop then calls serialize() itself, so the output is always serialize()'s."""
 
     __slots__ = ("head", "tail")

@@ -104,7 +104,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     progress = RangeProgress(part, lookups)
     account, last_entry, enter = progress.account, progress.last_entry, progress.enter
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
-    # returns the native message directly, which halves the per-message cost on this hot path.
+    # returns the native message directly, a large part of the per-message cost on this hot path
+    # (bench/README.md, "Figures behind the code").
     raw_read = getattr(reader, "_reader", reader).read_next
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch

@@ -9,6 +9,10 @@ demand's callbacks (bytes_for, learn_entries), which may look entries up on the 
 - pass 2 hands what partitions limited elsewhere left of the source-wide bucket to those the
   share held back, in proportion to what they still have; pass 3 hands out the rest one
   entry per partition per round.
+
+A little over 300 lines, on purpose: the passes, the per-partition plan they advance and the fit
+against every bucket are one algorithm, read top to bottom; split, each part would need the others
+to be understood.
 """
 
 from __future__ import annotations
