@@ -15,6 +15,8 @@ import pyarrow as pa
 from ..protobuf_wire import BATCH_INDEX_TAG, batch_index_field, varint
 from ..schemas.columns import RAW_ARROW_SCHEMA
 
+_BATCH_INDEX_TAG = bytes([BATCH_INDEX_TAG])  # built once: new_entry runs for every batched entry
+
 
 class EntryIds:
     """How to build `MessageId.serialize()` for the messages of one batched entry from the entry's
@@ -37,10 +39,9 @@ class EntryIds:
         split = batch_index_field(whole)
         if split is None:
             return
-        tag = bytes([BATCH_INDEX_TAG])
         head, tail = whole[:split], whole[split + 1 + len(varint(index)):]
-        if head + tag + varint(index) + tail == whole:
-            self.head, self.tail = head + tag, tail
+        if head + _BATCH_INDEX_TAG + varint(index) + tail == whole:
+            self.head, self.tail = head + _BATCH_INDEX_TAG, tail
 
 
 _NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it
