@@ -25,10 +25,12 @@ demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
-# Lint (ruff) and types (mypy, configured in pyproject.toml): seconds, and part of every test run.
+# Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml:
+# seconds, and part of every test run.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null

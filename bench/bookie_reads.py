@@ -43,8 +43,10 @@ STORAGE_READS = re.compile(r"^pulsar_ml_cache_pendingreads_entries_read_total\{[
 # name -> the source's options: a few quotas per mode (entries or messages per second, per partition).
 SCENARIOS: dict[str, dict[str, str]] = {
     "unthrottled": {},
+    "batch, 10 entries/s": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "10"},
     "batch, 40 entries/s": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "40"},
     "batch, 100 entries/s": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "100"},
+    "precise, 100 msg/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInMsg": "100"},
     "precise, 400 msg/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInMsg": "400"},
     "precise, 1000 msg/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInMsg": "1000"},
     "precise, 40 KB/s": {"throttlingMode": "precise", "dispatchThrottlingRatePerTopicInByte": "40000"},

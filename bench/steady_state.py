@@ -79,7 +79,7 @@ def steady_floor_source(rows: int, partitions: int, batches: int) -> type:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-    from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, SPARK_SCHEMA_DDL
+    from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
     per_task = rows // batches // partitions
 
@@ -104,8 +104,8 @@ def steady_floor_source(rows: int, partitions: int, batches: int) -> type:
                 pa.repeat(pa.scalar(f"persistent://public/default/floor-partition-{partition.value}", pa.string()), n),
                 pa.repeat(pa.scalar(partition.value, pa.int32()), n), pa.array([bytes(14)] * n, pa.binary()),
                 pa.array(range(n), pa.int64()).cast(pa.timestamp("us", tz="UTC")), pa.nulls(n, pa.timestamp("us", tz="UTC")),
-                pa.array([[]] * n, ARROW_SCHEMA.field("properties").type), pa.nulls(n, pa.string()),
-                pa.repeat(pa.scalar("bench-producer", pa.string()), n)], schema=ARROW_SCHEMA)
+                pa.array([[]] * n, RAW_ARROW_SCHEMA.field("properties").type), pa.nulls(n, pa.string()),
+                pa.repeat(pa.scalar("bench-producer", pa.string()), n)], schema=RAW_ARROW_SCHEMA)
             for _ in range(per_task // n):
                 yield batch
             if per_task % n:
@@ -120,7 +120,7 @@ def steady_floor_source(rows: int, partitions: int, batches: int) -> type:
             return "bench-steady-floor"
 
         def schema(self) -> str:
-            return SPARK_SCHEMA_DDL
+            return RAW_SPARK_SCHEMA_DDL
 
         def streamReader(self, schema: Any) -> FloorReader:
             return FloorReader()

@@ -82,7 +82,7 @@ def spark_floor_source(rows: int, partitions: int) -> type:
     import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
-    from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, SPARK_SCHEMA_DDL
+    from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
     class FloorReader(DataSourceStreamReader):
         def initialOffset(self) -> dict:
@@ -101,8 +101,8 @@ def spark_floor_source(rows: int, partitions: int) -> type:
                 pa.repeat(pa.scalar(f"persistent://public/default/floor-partition-{partition.value}", pa.string()), n),
                 pa.repeat(pa.scalar(partition.value, pa.int32()), n), pa.array([bytes(14)] * n, pa.binary()),
                 pa.array(range(n), pa.int64()).cast(pa.timestamp("us", tz="UTC")), pa.nulls(n, pa.timestamp("us", tz="UTC")),
-                pa.array([[]] * n, ARROW_SCHEMA.field("properties").type), pa.nulls(n, pa.string()),
-                pa.repeat(pa.scalar("bench-producer", pa.string()), n)], schema=ARROW_SCHEMA)
+                pa.array([[]] * n, RAW_ARROW_SCHEMA.field("properties").type), pa.nulls(n, pa.string()),
+                pa.repeat(pa.scalar("bench-producer", pa.string()), n)], schema=RAW_ARROW_SCHEMA)
             for _ in range(rows // partitions // n):
                 yield batch
 
@@ -115,7 +115,7 @@ def spark_floor_source(rows: int, partitions: int) -> type:
             return "bench-spark-floor"
 
         def schema(self) -> str:
-            return SPARK_SCHEMA_DDL
+            return RAW_SPARK_SCHEMA_DDL
 
         def streamReader(self, schema):
             return FloorReader()

@@ -18,16 +18,16 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
+from .offsets import SourceOffset
 from .options import EndSpec, SourceOptions, StartSpec
 from .planning.data_loss import DataLossPolicy
 from .planning.start_positions import known_positions, position_before_time, resolve_start
 from .planning.task_ranges import task_ranges
 from .positions import EntryPosition
+from .read_task import PartitionRange
 from .reading.read import read_range
-from .reading.task import PartitionRange
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
-from .stream import client_config
 
 
 def check_batch_options(o: SourceOptions) -> None:
@@ -42,16 +42,17 @@ def check_batch_options(o: SourceOptions) -> None:
                          "trigger(availableNow=True) for a throttled backfill that stops at the end.")
 
 
-def resolve_end(end: EndSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict[str, EntryPosition]:
+def resolve_end(end: EndSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> SourceOffset:
     """endingOffsets or endingTime as the last entry to read per partition (a user position is the first entry
     not read; a time's first message at or after it is not read)."""
     latest = {p: snap.readable_end(p) for p in snap.layouts}
     if end.kind == "latest":
-        return latest
+        return SourceOffset(latest)
     if end.kind == "time":
         assert end.time_ms is not None
         # Never past an open transaction's start: what is published before the time but not readable yet is not read.
-        return {p: min(position_before_time(admin, p, layout, end.time_ms), latest[p]) for p, layout in snap.layouts.items()}
+        return SourceOffset({p: min(position_before_time(admin, p, layout, end.time_ms), latest[p])
+                             for p, layout in snap.layouts.items()})
     given = known_positions("endingOffsets", end.positions, snap)
     out: dict[str, EntryPosition] = {}
     for p in snap.layouts:
@@ -66,7 +67,7 @@ def resolve_end(end: EndSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict
                              f"partition's end (its newest readable entry is {readable.ledger_id}:{readable.entry_id}, so "
                              f"at most {{\"ledgerId\": {readable.ledger_id}, \"entryId\": {readable.entry_id + 1}}}), or use \"latest\".")
         out[p] = last
-    return out
+    return SourceOffset(out)
 
 
 class PulsarBatchReader(DataSourceReader):
@@ -86,17 +87,18 @@ class PulsarBatchReader(DataSourceReader):
         try:
             snap = catalog.snapshot(force=True)
             # As Kafka's source: a batch query reads from the beginning unless told otherwise.
-            starts = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
-            ends = resolve_end(o.end, snap, admin)
-            for p, s in starts.items():
-                if s > ends[p]:
-                    first, last = EntryPosition(s.ledger_id, s.entry_id + 1), EntryPosition(ends[p].ledger_id, ends[p].entry_id + 1)
+            start = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
+            end = resolve_end(o.end, snap, admin)
+            for p, s in start.positions.items():
+                e = end.positions[p]
+                if s > e:
+                    first, last = EntryPosition(s.ledger_id, s.entry_id + 1), EntryPosition(e.ledger_id, e.entry_id + 1)
                     begin = "startingTime" if o.start.kind == "time" else "startingOffsets"
                     raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options '{begin}' "
                                      f"and '{o.end.option}' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
-            ranges: Sequence[InputPartition] = task_ranges(starts, ends, snap, o.max_entries_per_task,
-                                                           client_config(o, self.value_schema), loss.check_range)
+            ranges: Sequence[InputPartition] = task_ranges(start, end, snap, o.max_entries_per_task,
+                                                           o.read_task_config(self.value_schema), loss.check_range)
             return ranges
         finally:
             catalog.close()

@@ -10,9 +10,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.types import StructType  # noqa: E402
 
 from .options import parse_options  # noqa: E402
-from .reading.arrow_rows import SPARK_SCHEMA_DDL  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
-from .schemas.columns import ValueSchema  # noqa: E402
+from .schemas.columns import RAW_SPARK_SCHEMA_DDL, ValueSchema  # noqa: E402
 from .schemas.topic_schema import value_schema_for  # noqa: E402
 
 
@@ -37,7 +36,7 @@ class PulsarThrottledDataSource(DataSource):
         if o.read_path == "native":  # fail at load, naming why, rather than in every read task
             describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs)
         value = self._value_schema()
-        return SPARK_SCHEMA_DDL if value is None else value.spark_schema()
+        return RAW_SPARK_SCHEMA_DDL if value is None else value.spark_schema()
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """spark.read: the messages between startingOffsets and endingOffsets, once (batch.py)."""

@@ -27,6 +27,7 @@ from .metadata.durable_cursor import DurableCursor
 from .metadata.entry_sizes import EntrySizes
 from .metadata.layout import PartitionLayout
 from .metadata.policies import BrokerPolicies
+from .offsets import SourceOffset, new_query_id, positions_to_json
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
@@ -36,37 +37,19 @@ from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
 from .planning.trigger_floor import TriggerFloor, check_partition_quotas
-from .positions import (
-    BEFORE_EARLIEST,
-    EntryPosition,
-    checkpointed_offsets,
-    ledger_ends,
-    new_query_id,
-    offsets_to_json,
-    query_id,
-    query_start,
-    with_ledger_ends,
-    with_query_id,
-    with_query_start,
-)
+from .positions import BEFORE_EARLIEST, EntryPosition
+from .read_task import ClientConfig, PartitionRange
 from .reading.read import read_range
 from .reading.read_path import describe_read_path
-from .reading.task import ClientConfig, PartitionRange
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
 from .throttling.engine import QuotaEngine
 
 log = logging.getLogger(__name__)
 
-
-def client_config(o: SourceOptions, value_schema: ValueSchema | None) -> ClientConfig:
-    """What a read task needs of the query's options: how to connect, read and decode."""
-    return ClientConfig(o.service_url, o.client_kwargs, o.reader_kwargs, o.auth_params, o.poll_timeout_ms,
-                        o.max_rows_per_arrow_batch, admin_url=o.admin_url, admin_token=o.admin_auth_token,
-                        admin_tls_verify=o.admin_tls_verify, admin_timeout_ms=o.admin_timeout_ms,
-                        fail_on_data_loss=o.fail_on_data_loss, incomplete_chunk_wait_ms=o.incomplete_chunk_wait_ms,
-                        private_key_path=o.private_key_path, public_key_path=o.public_key_path,
-                        crypto_failure_action=o.crypto_failure_action, value_schema=value_schema, read_path=o.read_path)
+# What an offset Spark hands over is, in the errors that a malformed one raises.
+START_FROM_CHECKPOINT = "start offset (from the checkpoint)"
+START_OF_BATCH, END_OF_BATCH = "start offset of the micro-batch", "end offset of the micro-batch"
 
 
 class PulsarStreamReader(DataSourceStreamReader):
@@ -89,11 +72,11 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._entry_sizes: EntrySizes | None = None
         self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
-        self._initial: dict | None = None
+        self._initial: SourceOffset | None = None
         self._query_id: str | None = None  # from the checkpointed offsets, or new with the first batch
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
         self._report: dict = {}
-        self._last_planned: tuple[dict, dict[str, EntryPosition]] | None = None  # the last end offset, parsed
+        self._last_planned: tuple[dict, SourceOffset] | None = None  # the last end offset handed to Spark, and parsed
         floor = options.min_entries_per_trigger
         self._floor = TriggerFloor(floor, options.max_trigger_delay_ms, clock) if floor else None
 
@@ -141,7 +124,7 @@ class PulsarStreamReader(DataSourceStreamReader):
     @property
     def engine(self) -> QuotaEngine:
         if self._engine is None:
-            from .throttling.store import open_quota_store
+            from .throttling.store_factory import open_quota_store
 
             assert self._query_id is not None, "the query's identity is known before its first plan"
             quota = replace(self.options.quota, query_id=self._query_id)
@@ -167,34 +150,50 @@ class PulsarStreamReader(DataSourceStreamReader):
             self._policies = BrokerPolicies(self.admin, self.options.policy_refresh_ms)
         return self._policies
 
-    # -- offsets ------------------------------------------------------------------------
+    # -- offsets: SourceOffset inside, JSON only at Spark's calls ------------------------------
     def initialOffset(self) -> dict:
-        # Spark calls this twice at first start: answer the same both times.
+        return self.initial_offset().to_json()
+
+    def initial_offset(self) -> SourceOffset:
+        # Spark calls initialOffset twice at first start: answer the same both times.
         if self._initial is None:
-            positions = resolve_start(self.options.start, self.catalog.snapshot(force=True), self.admin)
+            initial = resolve_start(self.options.start, self.catalog.snapshot(force=True), self.admin)
             if self.options.durable_subscription:
-                self.durable_cursor.ensure(positions)  # retention keeps everything from here on
-            self._initial = offsets_to_json(positions)
+                self.durable_cursor.ensure(initial.positions)  # retention keeps everything from here on
+            self._initial = initial
         return self._initial
+
+    def offset_of(self, value: dict, where: str) -> SourceOffset:
+        """An offset Spark hands over, parsed: usually the end this reader planned last, which it keeps
+        parsed (parsing and checking 1,000 positions again cost more than the plan)."""
+        if self._last_planned is not None and value == self._last_planned[0]:
+            return self._last_planned[1]
+        return SourceOffset.from_json(value, where)
+
+    def to_spark(self, offset: SourceOffset) -> dict:
+        """An end offset as Spark stores it, remembered so that Spark's next start is not parsed again."""
+        value = offset.to_json()
+        self._last_planned = (value, offset)
+        return value
 
     def fix_available_now_target(self) -> None:
         """Trigger.AvailableNow (4.2+): read what is readable now, and nothing published later."""
         snap = self.catalog.snapshot(force=True)
         self._target = {p: snap.readable_end(p) for p in snap.layouts}
-        log.info("Trigger.AvailableNow: reading up to %s", offsets_to_json(self._target))
+        log.info("Trigger.AvailableNow: reading up to %s", positions_to_json(self._target))
 
-    def plan_end(self, start: dict, limit: BatchLimit) -> dict:
-        """The end offset of the next micro-batch from `start`: Spark's latestOffset."""
-        given = self._start_positions(start)
+    def plan_end(self, start: SourceOffset, limit: BatchLimit) -> SourceOffset:
+        """The end offset of the next micro-batch from `start` (Spark's latestOffset); `start` itself,
+        the same object, when nothing is to be read (Spark runs no batch for an unchanged offset)."""
+        given = start.positions
         self._identify(start)
-        starts = given
         snap = self.catalog.snapshot()
         if snap.stats:
             self._rates.update(snap)
-        starts = self.data_loss.drop_gone_partitions(starts, snap)
+        starts = self.data_loss.drop_gone_partitions(given, snap)
 
         backlogs = {}
-        proofs = ledger_ends(start, "start offset (from the checkpoint)")
+        proofs = start.ledger_ends
         for partition, layout in snap.layouts.items():
             s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
             self.data_loss.check_range(partition, layout, s, ledger_after=proofs.get(partition))
@@ -225,17 +224,15 @@ class PulsarStreamReader(DataSourceStreamReader):
             end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
         self._report = backlog_report(snap, end)
         if end == given:
-            return start  # unchanged, as Spark gave it (it compares offsets as JSON): no new batch
+            return start  # unchanged: no new batch
         if self._floor is not None:
             self._floor.batch_planned()
         # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
         # retention deletes the ledger, a restart proves from it that nothing unread went with it.
         next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}
-        planned = with_ledger_ends(with_query_id(offsets_to_json(end), self._query_id or ""), next_ledgers)
-        if start == self._initial:  # the query's first batch: its end records where it starts
-            return with_query_start(planned, given)
-        self._last_planned = (planned, end)
-        return planned
+        # The query's first batch: its end records where it starts.
+        first_batch_start = given if start == self._initial else None
+        return SourceOffset(end, self._query_id, next_ledgers, first_batch_start)
 
     def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
         """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
@@ -250,17 +247,10 @@ class PulsarStreamReader(DataSourceStreamReader):
             return None
         return floor.accepts
 
-    def _start_positions(self, start: dict) -> dict[str, EntryPosition]:
-        """The positions of Spark's start offset: usually the end this reader planned last, whose
-        positions it keeps (parsing and checking 1,000 of them again cost more than the plan)."""
-        if self._last_planned is not None and start == self._last_planned[0]:
-            return dict(self._last_planned[1])
-        return checkpointed_offsets(start, "start offset (from the checkpoint)")
-
-    def _identify(self, start: dict) -> None:
+    def _identify(self, start: SourceOffset) -> None:
         """The query's identity: the one its offsets carry, else a new one (a new query, or a checkpoint
         written before identities), carried by every end offset from now on."""
-        carried = query_id(start, "start offset (from the checkpoint)")
+        carried = start.query_id
         if carried is not None and carried != self._query_id:
             self._query_id, self._engine = carried, None  # the source-wide bucket is keyed on it
         elif self._query_id is None:
@@ -271,20 +261,23 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     # -- execution --------------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        return self.plan_tasks(self.offset_of(start, START_OF_BATCH), self.offset_of(end, END_OF_BATCH))
+
+    def plan_tasks(self, start: SourceOffset, end: SourceOffset) -> list[PartitionRange]:
+        """The read tasks of the micro-batch (start, end]."""
         # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
         # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
-        carried = query_start(end, "end offset of the micro-batch") if start != end else None
-        starts = carried or checkpointed_offsets(start, "start offset of the micro-batch")
-        ends = checkpointed_offsets(end, "end offset of the micro-batch")
-        proofs = {} if carried else ledger_ends(start, "start offset of the micro-batch")
+        carried = end.query_start if start != end else None
+        starts = SourceOffset(carried) if carried else start
+        proofs = starts.ledger_ends
 
         def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
             self.data_loss.check_range(partition, layout, s, e, proofs.get(partition))
-        return task_ranges(starts, ends, self.catalog.snapshot(), self.options.max_entries_per_task,
+        return task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task,
                            self._client_config(), check)
 
     def _client_config(self) -> ClientConfig:
-        return client_config(self.options, self.value_schema)
+        return self.options.read_task_config(self.value_schema)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, PartitionRange)
@@ -294,7 +287,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back
         # on the broker unless a durable subscription was asked for: then its cursor follows.
         if self.options.durable_subscription:
-            self.durable_cursor.follow(checkpointed_offsets(end, "committed offset"))
+            self.durable_cursor.follow(self.offset_of(end, "committed offset").positions)
 
     def stop(self) -> None:
         if self._entry_sizes is not None:

@@ -21,9 +21,10 @@ from typing import Any
 from pyspark.sql.datasource import InputPartition
 
 from .console_log import enable_console_log
+from .offsets import SourceOffset
 from .options import SourceOptions
 from .planning.read_limit import BatchLimit
-from .stream import PulsarStreamReader
+from .stream import END_OF_BATCH, START_OF_BATCH, PulsarStreamReader
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def refuse_trigger_floor(options: SourceOptions) -> None:
 
 
 class LatestOffsetStreamReader(PulsarStreamReader):
-    _seen_end: dict | None = None  # the start of the next batch, once known
+    _seen_end: SourceOffset | None = None  # the start of the next batch, once known
     _warned = False
 
     def __init__(self, options: SourceOptions, *args: Any, **kwargs: Any) -> None:
@@ -61,11 +62,12 @@ class LatestOffsetStreamReader(PulsarStreamReader):
 
             enable_console_log()  # Spark asks for this before anything else: the WARN must show
             log.warning(ONE_BATCH_TRIGGERS.format(version=pyspark.__version__))
-        start = self._seen_end if self._seen_end is not None else self.initialOffset()
+        start = self._seen_end if self._seen_end is not None else self.initial_offset()
         end = self.plan_end(start, BatchLimit(max_entries=self.options.max_entries_per_trigger))
         self._seen_end = end
-        return end
+        return self.to_spark(end)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        self._seen_end = end  # a restart's latest seen offset (start == end) or a re-run batch
-        return super().partitions(start, end)
+        seen = self.offset_of(end, END_OF_BATCH)
+        self._seen_end = seen  # a restart's latest seen offset (start == end) or a re-run batch
+        return self.plan_tasks(self.offset_of(start, START_OF_BATCH), seen)

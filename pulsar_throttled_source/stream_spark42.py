@@ -9,7 +9,7 @@ from __future__ import annotations
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from .planning.read_limit import UNLIMITED_ROWS, from_spark_limit
-from .stream import PulsarStreamReader
+from .stream import START_FROM_CHECKPOINT, PulsarStreamReader
 
 
 class AdmissionControlStreamReader(PulsarStreamReader, SupportsTriggerAvailableNow):
@@ -21,4 +21,7 @@ class AdmissionControlStreamReader(PulsarStreamReader, SupportsTriggerAvailableN
         self.fix_available_now_target()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        return self.plan_end(start, from_spark_limit(limit))
+        offset = self.offset_of(start, START_FROM_CHECKPOINT)
+        end = self.plan_end(offset, from_spark_limit(limit))
+        # Unchanged: Spark's own start back, as it gave it (it compares offsets as JSON strings).
+        return start if end is offset else self.to_spark(end)

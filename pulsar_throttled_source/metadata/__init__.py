@@ -8,7 +8,8 @@ Planning never reads messages; it plans from what these modules report:
 - ``catalog``: which partitions the query reads and their layouts, cached per refresh interval
   and fetched again in the background while planning calls come (``background_refresh``).
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
-- ``entry_headers``: what one entry's headers say: the messages a reader gets, its stored bytes.
+- ``entry_headers``: EntryHeaders, what one entry's headers say, parsed once: the messages a reader
+  gets, its stored bytes, and (for read tasks) whether it is a chunk, a marker or aborted.
 - ``entry_sizes``: the messages and stored bytes of the entries a window could admit (precise
   mode, byte quotas): the head exactly, samples beyond, bisection where the batching changed.
 - ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).

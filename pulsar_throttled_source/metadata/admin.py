@@ -6,6 +6,7 @@ and the durable subscription's cursor. The HTTP plumbing (credentials, errors, r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -15,11 +16,11 @@ from .admin_http import AdminError, AdminHttp, TopicNotFound
 
 if TYPE_CHECKING:
     from ..options.model import SourceOptions
-    from ..reading.task import ClientConfig
+    from ..read_task import ClientConfig
 
-# Topic stats without their per-producer and per-consumer lists (only the counters are read): about
-# a third less to send and parse per partition (measured on 4.0.7); brokers older than these
-# parameters (apache/pulsar#21200, 2023) ignore them, as the REST API ignores any unknown one.
+# Topic stats without their per-producer and per-consumer lists (only the counters are read): less
+# to send and parse per partition (bench/README.md, "Figures behind the code"); brokers older than these parameters
+# (apache/pulsar#21200, 2023) ignore them, as the REST API ignores any unknown one.
 LEAN_STATS = {"excludePublishers": "true", "excludeConsumers": "true"}
 
 
@@ -32,24 +33,21 @@ class PulsarAdmin(AdminHttp):
     @classmethod
     def for_planning(cls, options: SourceOptions) -> PulsarAdmin:
         """The driver's session: lookups retried for adminRetryTimeoutMs once the API has answered."""
-        o = options
-        return cls(o.admin_url, o.admin_timeout_ms / 1000.0, o.admin_auth_token, o.admin_tls_verify,
-                   retry_timeout_s=o.admin_retry_timeout_ms / 1000.0)
+        return cls.at(options.admin, retry_timeout_s=options.admin_retry_timeout_ms / 1000.0)
 
     @classmethod
     def for_read_task(cls, cfg: ClientConfig) -> PulsarAdmin:
         """A read task's session: lookups ride through a broker restart for as long as a read would
         wait (pollTimeoutMs), on a URL the driver planned with (known good: a failure there is an
         outage, not a wrong URL)."""
-        return cls(cfg.admin_url, cfg.admin_timeout_ms / 1000.0, cfg.admin_token, cfg.admin_tls_verify,
-                   retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
+        return cls.at(cfg.admin, retry_timeout_s=cfg.poll_timeout_ms / 1000.0, known_good=True)
 
     @classmethod
     def for_quick_checks(cls, cfg: ClientConfig) -> PulsarAdmin:
         """A read task's session for checks made while it waits on something else (is the topic
         gone?): one attempt, a few seconds at most; what it cannot answer is asked again later."""
-        return cls(cfg.admin_url, min(cfg.admin_timeout_ms / 1000.0, QUICK_CHECK_S), cfg.admin_token, cfg.admin_tls_verify,
-                   retry_timeout_s=0.0, known_good=True)
+        quick = replace(cfg.admin, timeout_ms=min(cfg.admin.timeout_ms, int(QUICK_CHECK_S * 1000)))
+        return cls.at(quick, retry_timeout_s=0.0, known_good=True)
 
     # -- topics -----------------------------------------------------------------------------
     def partition_count(self, topic: TopicName) -> int:

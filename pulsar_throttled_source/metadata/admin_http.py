@@ -19,12 +19,13 @@ from __future__ import annotations
 import logging
 import re
 from collections import Counter
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import requests
 
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
+from ..shared_types import AdminEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +66,17 @@ class _OwnerRedirectSession(requests.Session):
         return urlparse(old_url).scheme == "https" and urlparse(new_url).scheme != "https"
 
 
+_Session = TypeVar("_Session", bound="AdminHttp")
+
+
 class AdminHttp:
     """One admin API endpoint: `call` sends a request and answers its JSON body."""
+
+    @classmethod
+    def at(cls: type[_Session], endpoint: AdminEndpoint, retry_timeout_s: float = 0.0, known_good: bool = False) -> _Session:
+        """A session on `endpoint` (see __init__ for the retries)."""
+        return cls(endpoint.url, endpoint.timeout_ms / 1000.0, endpoint.token, endpoint.tls_verify,
+                   retry_timeout_s=retry_timeout_s, known_good=known_good)
 
     def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
                  tls_verify: bool | str = True, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:

@@ -9,8 +9,9 @@ metadata field a producer sets, and the payload size where it is unambiguous:
   large body, so 0 is "not known");
 - otherwise (a compressed single message, an encrypted entry, a large single message): not known
   here; the planner prices it at its ledger's average entry size.
-The metadata size is recomputed from the fields with protobuf's wire rules (checked against the
-ledger sizes a broker reports, see tests/unit/test_entry_headers.py).
+The metadata size is recomputed from the fields with protobuf's wire rules (protobuf_wire.py; checked
+against the ledger sizes a broker reports, see tests/unit/test_entry_headers.py).
+The headers are parsed once into an EntryHeaders, which the planner and read tasks share.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
+
+from ..protobuf_wire import length_delimited_size, tag_size, varint_size
 
 FRAME_BYTES = 10  # magic (2), checksum (4), metadata size (4)
 COMPRESSION_CODES = {"NONE": 0, "LZ4": 1, "ZLIB": 2, "ZSTD": 3, "SNAPPY": 4}
@@ -34,35 +38,77 @@ BOOL_FIELDS = {"x-pulsar-partition-key-b64-encoded": 17, "x-pulsar-null-value": 
 BASE64_FIELDS = {"x-pulsar-base64-ordering-key": 18, "x-pulsar-base64-schema-version-b64encoded": 16}
 
 
-def lower(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
+@dataclass(frozen=True)
+class EntryHeaders:
+    """What the broker says of one stored entry (its admin-API headers), parsed once: read by the
+    planner (the messages a reader gets, the stored bytes) and by read tasks (what an entry they
+    never saw as a message is). Built by `parse`; the defaults are an ordinary stored message."""
+
+    chunk_id: int = -1  # -1: not a chunk
+    num_chunks: int = 0
+    uuid: str = ""  # producer name and sequence id of a chunked message
+    marker: bool = False  # a transaction commit/abort marker (never dispatched)
+    aborted: bool = False  # written in a transaction that was aborted
+    uncommitted: bool = False  # in a transaction that is still open
+    encrypted: bool = False
+    batch_messages: int = 1  # the messages of a batch (1: not batched)
+    # Every header, names lower-cased: what sizing the entry's metadata needs.
+    fields: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def parse(cls, headers: Mapping[str, str]) -> EntryHeaders:
+        h = {k.lower(): v for k, v in headers.items()}  # HTTP header names are case-insensitive
+
+        def flag(name: str) -> bool:
+            return h.get(name, "false").strip().lower() == "true"
+
+        return cls(chunk_id=int(h.get("x-pulsar-chunk-id", -1)), num_chunks=int(h.get("x-pulsar-num-chunks-from-msg", 0)),
+                   uuid=h.get("x-pulsar-uuid", ""), marker="x-pulsar-marker-type" in h, aborted=flag("x-pulsar-txn-aborted"),
+                   uncommitted=flag("x-pulsar-txn-uncommitted"), encrypted=flag("x-pulsar-is-encrypted"),
+                   batch_messages=int(h.get("x-pulsar-num-batch-message", 1)), fields=h)
+
+    @property
+    def starts_chunked_message(self) -> bool:
+        return self.chunk_id == 0 and self.num_chunks > 1
+
+    @property
+    def messages(self) -> int:
+        """What a reader is handed for the entry: a batch's messages; a chunked message once (its first
+        chunk owns it); nothing for a transaction marker or an aborted entry."""
+        if self.marker or self.aborted:
+            return 0
+        if self.chunk_id >= 0 and self.num_chunks > 1:
+            return 1 if self.chunk_id == 0 else 0
+        return max(1, self.batch_messages)
+
+    @property
+    def stored_bytes(self) -> float | None:
+        """The entry's size in its ledger, or None when the headers cannot tell it."""
+        h = self.fields
+        if self.encrypted:
+            return None  # the encryption keys travel in the metadata but not in the headers
+        if "x-pulsar-batch-size" in h:
+            return int(h["x-pulsar-batch-size"]) + metadata_bytes(h)
+        if h.get("x-pulsar-compression", "NONE").upper() != "NONE" or "x-pulsar-chunk-id" in h:
+            return None  # Content-Length is the uncompressed (or reassembled) body
+        body = int(h.get("content-length", 0) or 0)
+        if body == 0:
+            return None  # a streamed (large) body, or an empty one: the headers do not tell which
+        return FRAME_BYTES + body + metadata_bytes(h)
 
 
-def messages_in_entry(headers: Mapping[str, str]) -> int:
-    """What a reader is handed for one entry: a batch's messages; a chunked message once (its first
-    chunk owns it); nothing for a transaction marker or an aborted entry."""
-    h = lower(headers)
-    if "x-pulsar-marker-type" in h or h.get("x-pulsar-txn-aborted", "").strip().lower() == "true":
-        return 0
-    chunk_id = int(h.get("x-pulsar-chunk-id", -1))
-    if chunk_id >= 0 and int(h.get("x-pulsar-num-chunks-from-msg", 0)) > 1:
-        return 1 if chunk_id == 0 else 0
-    return max(1, int(h.get("x-pulsar-num-batch-message", 1)))
+def messages_in_entry(headers: Mapping[str, str] | EntryHeaders) -> int:
+    """EntryHeaders.messages of raw headers (or of parsed ones)."""
+    return _parsed(headers).messages
 
 
-def stored_bytes(headers: Mapping[str, str]) -> float | None:
-    """The entry's size in its ledger, or None when the headers cannot tell it."""
-    h = lower(headers)
-    if h.get("x-pulsar-is-encrypted", "false").lower() == "true":
-        return None  # the encryption keys travel in the metadata but not in the headers
-    if "x-pulsar-batch-size" in h:
-        return int(h["x-pulsar-batch-size"]) + metadata_bytes(h)
-    if h.get("x-pulsar-compression", "NONE").upper() != "NONE" or "x-pulsar-chunk-id" in h:
-        return None  # Content-Length is the uncompressed (or reassembled) body
-    body = int(h.get("content-length", 0) or 0)
-    if body == 0:
-        return None  # a streamed (large) body, or an empty one: the headers do not tell which
-    return FRAME_BYTES + body + metadata_bytes(h)
+def stored_bytes(headers: Mapping[str, str] | EntryHeaders) -> float | None:
+    """EntryHeaders.stored_bytes of raw headers (or of parsed ones)."""
+    return _parsed(headers).stored_bytes
+
+
+def _parsed(headers: Mapping[str, str] | EntryHeaders) -> EntryHeaders:
+    return headers if isinstance(headers, EntryHeaders) else EntryHeaders.parse(headers)
 
 
 def metadata_bytes(h: Mapping[str, str]) -> int:
@@ -70,24 +116,24 @@ def metadata_bytes(h: Mapping[str, str]) -> int:
     size = 0
     for name, number in VARINT_FIELDS.items():
         if name in h:
-            size += _tag(number) + _varint(int(h[name]))
+            size += tag_size(number) + varint_size(int(h[name]))
     for name, number in TIME_FIELDS.items():
         if name in h:
-            size += _tag(number) + _varint(_epoch_ms(h[name]))
+            size += tag_size(number) + varint_size(_epoch_ms(h[name]))
     for name, number in TEXT_FIELDS.items():
         if name in h:
-            size += _tag(number) + _length_delimited(len(h[name].encode("latin-1", "replace")))
+            size += tag_size(number) + length_delimited_size(len(h[name].encode("latin-1", "replace")))
     for name, number in BOOL_FIELDS.items():
         if name in h:
-            size += _tag(number) + 1
+            size += tag_size(number) + 1
     for name, number in BASE64_FIELDS.items():
         if name in h:
-            size += _tag(number) + _length_delimited(len(base64.b64decode(h[name])))
+            size += tag_size(number) + length_delimited_size(len(base64.b64decode(h[name])))
     if h.get("x-pulsar-compression", "NONE").upper() != "NONE":
-        size += _tag(8) + _varint(COMPRESSION_CODES.get(h["x-pulsar-compression"].upper(), 1))
+        size += tag_size(8) + varint_size(COMPRESSION_CODES.get(h["x-pulsar-compression"].upper(), 1))
     for key, value in _properties(h):
-        pair = _tag(1) + _length_delimited(len(key)) + _tag(2) + _length_delimited(len(value))
-        size += _tag(4) + _length_delimited(pair)
+        pair = tag_size(1) + length_delimited_size(len(key)) + tag_size(2) + length_delimited_size(len(value))
+        size += tag_size(4) + length_delimited_size(pair)
     return size
 
 
@@ -103,21 +149,3 @@ def _properties(h: Mapping[str, str]) -> list[tuple[bytes, bytes]]:
 
 def _epoch_ms(text: str) -> int:
     return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-
-
-def _tag(number: int) -> int:
-    return _varint(number << 3)
-
-
-def _length_delimited(length: int) -> int:
-    return _varint(length) + length
-
-
-def _varint(value: int) -> int:
-    if value < 0:
-        return 10  # negative int64 values take ten bytes
-    size = 1
-    while value >= 0x80:
-        value >>= 7
-        size += 1
-    return size

@@ -29,8 +29,8 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from ..entry_values import EntryValues, LearnedEntries, LearnEntries, changed
 from ..positions import BEFORE_EARLIEST
-from ..throttling.entry_values import EntryValues, LearnedEntries, LearnEntries, changed
 from ..topics import TopicName
 from .entry_headers import messages_in_entry, stored_bytes
 from .layout import Backlog

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..throttling.model import Rate
+from ..shared_types import Rate
 from ..topics import TopicName
 from .admin import PulsarAdmin
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..positions import EntryPosition
-from ..throttling.model import QuotaConfig, Rate
+from ..shared_types import AdminEndpoint, QuotaConfig, Rate
 from ..topics import TopicName
+
+if TYPE_CHECKING:
+    from ..read_task import ClientConfig
+    from ..schemas.columns import ValueSchema
 
 QuotaSource = Literal["options", "broker", "both"]
 
@@ -96,6 +100,22 @@ class SourceOptions:
     @property
     def admin_tls_verify(self) -> bool | str:
         return False if self.admin_tls_insecure else (self.admin_tls_trust or True)
+
+    # -- what the options say to the pieces that connect: the one mapping of each ------------------
+    @property
+    def admin(self) -> AdminEndpoint:
+        """The admin API endpoint, for planning's sessions and (in ClientConfig) read tasks'."""
+        return AdminEndpoint(self.admin_url, self.admin_auth_token, self.admin_tls_verify, self.admin_timeout_ms)
+
+    def read_task_config(self, value_schema: ValueSchema | None) -> ClientConfig:
+        """What a read task needs of the query's options: how to connect, read and decode."""
+        from ..read_task import ClientConfig  # the read task's type, loaded where a plan is made
+
+        return ClientConfig(self.service_url, self.client_kwargs, self.reader_kwargs, self.auth_params, self.poll_timeout_ms,
+                            self.max_rows_per_arrow_batch, admin=self.admin, fail_on_data_loss=self.fail_on_data_loss,
+                            incomplete_chunk_wait_ms=self.incomplete_chunk_wait_ms, private_key_path=self.private_key_path,
+                            public_key_path=self.public_key_path, crypto_failure_action=self.crypto_failure_action,
+                            value_schema=value_schema, read_path=self.read_path)
 
     @property
     def has_option_quotas(self) -> bool:

@@ -10,9 +10,8 @@ import json
 import re
 from collections.abc import Mapping
 
-from ..planning.trigger_floor import check_reachable
 from ..positions import EntryPosition
-from ..throttling.model import QuotaConfig, Rate
+from ..shared_types import QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
 from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
@@ -232,3 +231,13 @@ def durable_subscription(opts: Opts) -> bool:
         raise ValueError("Option 'durableSubscription': a durable subscription needs option 'subscription' set to a name of "
                          "this query's own (e.g. orders-ingest); the default name would be shared by every query.")
     return durable
+
+
+def check_reachable(min_entries: int, option: str, most_per_trigger: int, how: str = "") -> None:
+    """A limit that can never admit the floor in one trigger would make every batch wait for maxTriggerDelay:
+    refuse it, naming both options. `most_per_trigger` is the most entries `option` lets one trigger plan."""
+    if most_per_trigger < min_entries:
+        raise ValueError(f"Options 'minEntriesPerTrigger' ({min_entries}) and '{option}' ({most_per_trigger}{how}) do not fit: "
+                         f"'{option}' admits at most {most_per_trigger} entries per trigger, so no batch could reach the floor "
+                         f"and every one would wait for maxTriggerDelay. Lower minEntriesPerTrigger to at most "
+                         f"{most_per_trigger}, or raise '{option}'.")

@@ -1,4 +1,7 @@
-"""The README's option table, generated from the spec table so that it is never edited by hand.
+"""A development tool, NOT used by queries: the README's option table, generated from the spec table
+so that it is never edited by hand. It works in a source checkout only (it edits the README.md beside
+the package); it ships in the wheel because the option table it renders is the package's own
+(tests/integration/test_readme_options.py checks the README against it).
 
     python -m pulsar_throttled_source.options.readme_table            # print the table
     python -m pulsar_throttled_source.options.readme_table --write    # replace the table in README.md

@@ -104,7 +104,7 @@ SPECS: tuple[OptionSpec, ...] = (
          "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),
     _quota("dispatchThrottlingRateInMsg", "Source-wide message quota per period, shared by all partitions of the query (-1: none)."),
     _quota("dispatchThrottlingRateInByte", "Source-wide byte quota per period (-1: none)."),
-    _quota("dispatchThrottlingRatePerTopicInMsg", "Per-partition topic quota in messages per period, shared by every query on this host (-1: none)."),
+    _quota("dispatchThrottlingRatePerTopicInMsg", "Per-partition topic quota in messages per period, shared by every query with the same quota store: this user's queries on this host (quotaStatePath), or queries on any host naming the same quotaStore (-1: none)."),
     _quota("dispatchThrottlingRatePerTopicInByte", "Per-partition topic quota in bytes per period (-1: none)."),
     _quota("dispatchThrottlingRatePerSubscriptionInMsg", "Per-partition quota of this subscription in messages per period (-1: none)."),
     _quota("dispatchThrottlingRatePerSubscriptionInByte", "Per-partition quota of this subscription in bytes per period (-1: none)."),

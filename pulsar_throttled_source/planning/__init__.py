@@ -1,7 +1,8 @@
 """Planning: from the checkpointed offsets to the next micro-batch's end offsets and tasks.
 
 The Spark-facing reader (``..stream``) delegates each question to one module:
-- ``start_positions``: where a new query starts (startingOffsets / startingTime).
+- ``start_positions``: where a new query starts (startingOffsets / startingTime), as a SourceOffset.
+- ``read_limit``: Spark's read limit for one micro-batch (maxEntriesPerTrigger), whichever Spark line asks.
 - ``admission``: how many entries each partition advances (Spark's read limit, then the quota
   engine in ``..throttling``), and the planner's log line.
 - ``data_loss``: what counts as loss (deleted ledgers or topics) and failOnDataLoss.

@@ -14,8 +14,9 @@ from ..metadata.entry_sizes import EntrySizes
 from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
+from ..shared_types import Rate
 from ..throttling.engine import QuotaEngine
-from ..throttling.model import Admission, PartitionDemand, Rate
+from ..throttling.model import Admission, PartitionDemand
 from ..topics import TopicName
 from .publish_rates import PublishRateTracker
 from .read_limit import BatchLimit

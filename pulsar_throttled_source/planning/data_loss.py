@@ -12,7 +12,7 @@ import logging
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
 from ..positions import EntryPosition
-from ..reading.errors import DataLossError
+from ..shared_types import DataLossError
 from ..topics import TopicName
 
 log = logging.getLogger(__name__)

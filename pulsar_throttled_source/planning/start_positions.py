@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..metadata.admin import PulsarAdmin
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
+from ..offsets import SourceOffset
 from ..options import StartSpec
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..topics import TopicName
@@ -20,7 +21,12 @@ def before_first(layout: PartitionLayout) -> EntryPosition:
     return BEFORE_EARLIEST if first is None else EntryPosition(first.ledger_id, -1)
 
 
-def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict[str, EntryPosition]:
+def resolve_start(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> SourceOffset:
+    """The offset a query starts from (a stream's initial offset, a batch query's start)."""
+    return SourceOffset(_start_positions(start, snap, admin))
+
+
+def _start_positions(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin) -> dict[str, EntryPosition]:
     if start.kind == "earliest":
         return {p: before_first(layout) for p, layout in snap.layouts.items()}
     if start.kind == "latest":  # an open transaction's messages come after "latest" once it commits

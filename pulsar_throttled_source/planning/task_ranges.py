@@ -12,18 +12,22 @@ from itertools import pairwise
 
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
+from ..offsets import SourceOffset
 from ..positions import BEFORE_EARLIEST, EntryPosition
-from ..reading.task import ClientConfig, PartitionRange
+from ..read_task import ClientConfig, PartitionRange
 from ..topics import TopicName
 
 # (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range
 LossCheck = Callable[[str, PartitionLayout, EntryPosition, EntryPosition], None]
 
 
-def task_ranges(starts: dict[str, EntryPosition], ends: dict[str, EntryPosition], snap: CatalogSnapshot,
+def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
                 max_entries_per_task: int, config: ClientConfig, check_loss: LossCheck) -> list[PartitionRange]:
+    """The read tasks of the entries after `start` up to and including `end` (a partition `start`
+    does not name is read from its beginning)."""
     out: list[PartitionRange] = []
-    for partition, e in ends.items():
+    starts = start.positions
+    for partition, e in end.positions.items():
         s = starts.get(partition, BEFORE_EARLIEST)
         if e <= s:
             continue

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..options.parse import check_reachable
+
 if TYPE_CHECKING:
     from ..options import SourceOptions
 
@@ -67,16 +69,6 @@ class TriggerFloor:
             log.info("Trigger floor: %s: %s", "running the batch" if verdict.run else "no batch yet", verdict.reason)
         self._last_logged = (verdict.run, admitted)
         return verdict.run
-
-
-def check_reachable(min_entries: int, option: str, most_per_trigger: int, how: str = "") -> None:
-    """A limit that can never admit the floor in one trigger would make every batch wait for maxTriggerDelay:
-    refuse it, naming both options. `most_per_trigger` is the most entries `option` lets one trigger plan."""
-    if most_per_trigger < min_entries:
-        raise ValueError(f"Options 'minEntriesPerTrigger' ({min_entries}) and '{option}' ({most_per_trigger}{how}) do not fit: "
-                         f"'{option}' admits at most {most_per_trigger} entries per trigger, so no batch could reach the floor "
-                         f"and every one would wait for maxTriggerDelay. Lower minEntriesPerTrigger to at most "
-                         f"{most_per_trigger}, or raise '{option}'.")
 
 
 def check_partition_quotas(min_entries: int, o: SourceOptions, partitions: int) -> None:

@@ -1,4 +1,5 @@
-"""Executor side: the rows of one read task as Arrow record batches, in the source's schema.
+"""Executor side: the rows of one read task as Arrow record batches, in the raw layout
+(schemas/columns.RAW_ARROW_SCHEMA).
 
 Built message by message on the read path's hot loop, so every per-message step is kept to
 what Arrow cannot do in bulk (see bench/throughput.py for what each costs).
@@ -11,28 +12,18 @@ from typing import Any
 
 import pyarrow as pa
 
-ARROW_SCHEMA = pa.schema([
-    pa.field("key", pa.string()),
-    pa.field("value", pa.binary()),
-    pa.field("topic", pa.string()),
-    pa.field("partition", pa.int32()),
-    pa.field("messageId", pa.binary()),
-    pa.field("publishTime", pa.timestamp("us", tz="UTC")),
-    pa.field("eventTime", pa.timestamp("us", tz="UTC")),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-    pa.field("orderingKey", pa.string()),
-    pa.field("producerName", pa.string()),
-])
-SPARK_SCHEMA_DDL = ("key string, value binary, topic string, partition int, messageId binary, "
-                    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
-                    "orderingKey string, producerName string")
+from ..protobuf_wire import BATCH_INDEX_TAG, batch_index_field, varint
+from ..schemas.columns import RAW_ARROW_SCHEMA
+
+_BATCH_INDEX_TAG = bytes([BATCH_INDEX_TAG])  # built once: new_entry runs for every batched entry
 
 
 class EntryIds:
-    """`MessageId.serialize()` for the messages of one batched entry, built from the entry's
-    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and
-    splicing bytes costs a third of the native call. Any entry whose bytes do not have the
-    expected shape falls back to the native call, so the output is always serialize()'s."""
+    """How to build `MessageId.serialize()` for the messages of one batched entry from the entry's
+    first id: the protobuf bytes differ only in the batch index field (tag 0x20), and splicing
+    bytes (`head + varint(index) + tail`, done inline by the read loop in read.py) costs less than
+    the native call (bench/README.md, "Figures behind the code"). An entry whose bytes do not have the expected shape leaves `head` None:
+    the loop then calls serialize() itself, so the output is always serialize()'s."""
 
     __slots__ = ("head", "tail")
 
@@ -45,56 +36,17 @@ class EntryIds:
         if index < 0:
             return  # not batched: one message, nothing to share
         whole = mid.serialize()
-        split = _batch_index_field(whole)
+        split = batch_index_field(whole)
         if split is None:
             return
         head, tail = whole[:split], whole[split + 1 + len(varint(index)):]
-        if head + b"\x20" + varint(index) + tail == whole:
-            self.head, self.tail = head + b"\x20", tail
-
-    def serialized(self, mid: Any, index: int) -> bytes:
-        if self.head is None:
-            return mid.serialize()
-        return self.head + varint(index) + self.tail
-
-
-def _batch_index_field(data: bytes) -> int | None:
-    """Offset of the batch_index tag (field 4, varint) in a serialized MessageIdData whose
-    earlier fields (ledgerId, entryId, partition) are all varints; None otherwise."""
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        if tag == 0x20:
-            return i
-        if tag not in (0x08, 0x10, 0x18):
-            return None
-        i += 1
-        while i < len(data) and data[i] & 0x80:
-            i += 1
-        i += 1
-    return None
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-_CACHED_VARINTS = 4096  # batch indexes: producers batch up to 1000 by default
-_VARINTS = [_encode_varint(i) for i in range(_CACHED_VARINTS)]
-
-
-def varint(value: int) -> bytes:
-    return _VARINTS[value] if value < _CACHED_VARINTS else _encode_varint(value)
+        if head + _BATCH_INDEX_TAG + varint(index) + tail == whole:
+            self.head, self.tail = head + _BATCH_INDEX_TAG, tail
 
 
 _NO_PROPERTIES: tuple[tuple[str, str], ...] = ()  # shared: Arrow only reads it
 _TIMESTAMP_MS = pa.timestamp("ms", tz="UTC")
-_TIMESTAMP_US = ARROW_SCHEMA.field("publishTime").type
+_TIMESTAMP_US = RAW_ARROW_SCHEMA.field("publishTime").type
 
 
 class Columns:
@@ -116,7 +68,8 @@ class Columns:
         return len(self.msgs)
 
     def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
-        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry."""
+        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry.
+        The read loop appends through appenders() instead; this builds a batch outside it."""
         self.msgs.append(msg)
         self.ids.append(serialized_id)
         self.publish_ms.append(publish_ms)
@@ -164,7 +117,7 @@ class Columns:
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         key, topic, index, ids, publish, event, props, ordering, producer = metadata_arrays(self, partition, partition_index)
         return pa.RecordBatch.from_arrays([key, self.value_array(), topic, index, ids, publish, event, props, ordering, producer],
-                                          schema=ARROW_SCHEMA)
+                                          schema=RAW_ARROW_SCHEMA)
 
 
 def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> list[pa.Array]:
@@ -188,7 +141,7 @@ def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> l
     ]
 
 
-_PROPERTIES = ARROW_SCHEMA.field("properties").type
+_PROPERTIES = RAW_ARROW_SCHEMA.field("properties").type
 
 
 def _properties(props: list[dict[str, str]]) -> pa.Array:

@@ -19,9 +19,9 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..read_task import ClientConfig, PartitionRange
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
 from .parked_readers import ParkedReaders
-from .task import ClientConfig, PartitionRange
 from .watch import unless_gone
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def receiver_queue_for(part: PartitionRange) -> int:
     """The permits a task's reader gives the broker: the range's entry count, within [64, 10,000]. The
     broker reads as many entries as a consumer has permits (up to 100 per read) whatever they hold,
     so a deeper queue has it read entries past the range from the bookies only for the task to drop
-    them: 3-14x the entries a throttled query delivers at small quotas (bench/bookie_reads.py)."""
+    them, several times the entries a throttled query delivers at small quotas (bench/README.md, "Figures behind the code")."""
     return max(MIN_RECEIVER_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
 
 

@@ -6,25 +6,26 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..metadata.admin_http import AdminError, TopicNotFound
+from ..metadata.entry_headers import EntryHeaders
+from ..positions import Position
+from ..read_task import PartitionRange
 from ..topics import TopicName
-from .range_entries import EntryMetadata, Position
-from .task import PartitionRange
 
 if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin
 
 
 class EntryLookup:
-    """`lookup(position) -> EntryMetadata | None` (None: no longer stored) for one read task's
+    """`lookup(position) -> EntryHeaders | None` (None: no longer stored) for one read task's
     partition, answers cached. One admin session per read task, opened on first use."""
 
     def __init__(self, part: PartitionRange) -> None:
         self._part = part
         self._admin: PulsarAdmin | None = None
         self._quick: PulsarAdmin | None = None  # range_gone's: one short attempt, never the retries of a lookup
-        self._cache: dict[Position, EntryMetadata | None] = {}
+        self._cache: dict[Position, EntryHeaders | None] = {}
 
-    def __call__(self, position: Position) -> EntryMetadata | None:
+    def __call__(self, position: Position) -> EntryHeaders | None:
         if position not in self._cache:
             from .watch import unless_gone
 
@@ -32,7 +33,7 @@ class EntryLookup:
             # The admin API rides through broker restarts for pollTimeoutMs; a deleted topic must not wait that long.
             gone = self.range_gone if self._part.runs else None
             headers = unless_gone(lambda: api.entry_headers(topic, *position), gone)()
-            self._cache[position] = None if headers is None else EntryMetadata.from_headers(headers)
+            self._cache[position] = None if headers is None else EntryHeaders.parse(headers)
         return self._cache[position]
 
     def close(self) -> None:

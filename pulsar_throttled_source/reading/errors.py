@@ -8,17 +8,15 @@ from __future__ import annotations
 import logging
 import time
 
-from .range_entries import EncryptedEntryError, Position
-from .task import PartitionRange
+from ..positions import Position
+from ..read_task import PartitionRange
+from ..shared_types import DataLossError as DataLossError  # where read tasks have always raised it from
+from .range_entries import EncryptedEntryError
 
 log = logging.getLogger(__name__)
 
 
 class ReadTimeout(RuntimeError):
-    pass
-
-
-class DataLossError(RuntimeError):
     pass
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from ..read_task import IDLE_CHECK_MS, PartitionRange
 from .client_cache import has_message_available
 from .decoded_rows import decode_native_batch, decoder_for
 from .entry_lookup import EntryLookup
@@ -22,7 +23,6 @@ from .native_library import STATUS_TIMEOUT
 from .native_reader import NativeReader
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
-from .task import IDLE_CHECK_MS, PartitionRange
 
 
 def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: EntryLookup,

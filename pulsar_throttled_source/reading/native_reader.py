@@ -13,7 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .arrow_rows import ARROW_SCHEMA
+from ..read_task import ClientConfig
+from ..schemas.columns import RAW_ARROW_SCHEMA
 from .native_library import (
     KEY,
     MESSAGE_ID,
@@ -26,7 +27,6 @@ from .native_library import (
     NativeLibrary,
     pulsar_error,
 )
-from .task import ClientConfig
 
 _BOOL_SETTINGS = {"tls_allow_insecure_connection", "tls_validate_hostname", "is_read_compacted"}
 # pulsar.Client / create_reader settings the C API can set (the rest keep a query on the Python path).
@@ -185,7 +185,7 @@ class ExportedBatch:
         """key, topic, partition, messageId, publishTime, eventTime, properties, orderingKey and
         producerName, as arrow_rows.metadata_arrays builds them on the Python path."""
         rows, b = self.b.rows, self.b
-        timestamp = ARROW_SCHEMA.field("publishTime").type
+        timestamp = RAW_ARROW_SCHEMA.field("publishTime").type
         prop_keys = self._varlen(PROP_KEY, pa.string(), b.props)
         prop_values = self._varlen(PROP_VALUE, pa.string(), b.props)
         entry_struct = pa.StructArray.from_arrays([prop_keys, prop_values], fields=list(_ENTRY_FIELDS))
@@ -204,11 +204,11 @@ class ExportedBatch:
         ]
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        """The raw layout (arrow_rows.ARROW_SCHEMA)."""
+        """The raw layout (schemas/columns.RAW_ARROW_SCHEMA)."""
         key, topic, index, ids, publish, event, props, ordering, producer = self.metadata_arrays(partition, partition_index)
         return pa.RecordBatch.from_arrays([key, self.values(), topic, index, ids, publish, event, props, ordering, producer],
-                                          schema=ARROW_SCHEMA)
+                                          schema=RAW_ARROW_SCHEMA)
 
 
-_PROPERTIES = ARROW_SCHEMA.field("properties").type
+_PROPERTIES = RAW_ARROW_SCHEMA.field("properties").type
 _ENTRY_FIELDS = (_PROPERTIES.key_field, _PROPERTIES.item_field)

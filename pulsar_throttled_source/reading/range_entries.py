@@ -22,11 +22,10 @@ quotas, splits, triggers or restart points.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 
-Position = tuple[int, int]  # (ledger id, entry id)
-EntryRuns = tuple[tuple[int, int, int], ...]  # (ledger id, first entry, count), in order
+from ..metadata.entry_headers import EntryHeaders
+from ..positions import EntryRuns, Position
 
 
 class RangeCursor:
@@ -76,34 +75,6 @@ def _positions(runs: EntryRuns) -> Iterator[Position]:
             yield (ledger, entry)
 
 
-@dataclass(frozen=True)
-class EntryMetadata:
-    """What the broker says of one stored entry (the admin API's per-entry headers)."""
-
-    chunk_id: int = -1  # -1: not a chunk
-    num_chunks: int = 0
-    uuid: str = ""  # producer name and sequence id of a chunked message
-    marker: bool = False  # a transaction commit/abort marker (never dispatched)
-    aborted: bool = False  # written in a transaction that was aborted
-    uncommitted: bool = False  # in a transaction that is still open
-    encrypted: bool = False
-
-    @classmethod
-    def from_headers(cls, headers: Mapping[str, str]) -> EntryMetadata:
-        h = {k.lower(): v for k, v in headers.items()}
-
-        def flag(name: str) -> bool:
-            return h.get(name, "false").strip().lower() == "true"
-
-        return cls(chunk_id=int(h.get("x-pulsar-chunk-id", -1)), num_chunks=int(h.get("x-pulsar-num-chunks-from-msg", 0)),
-                   uuid=h.get("x-pulsar-uuid", ""), marker="x-pulsar-marker-type" in h, aborted=flag("x-pulsar-txn-aborted"),
-                   uncommitted=flag("x-pulsar-txn-uncommitted"), encrypted=flag("x-pulsar-is-encrypted"))
-
-    @property
-    def starts_chunked_message(self) -> bool:
-        return self.chunk_id == 0 and self.num_chunks > 1
-
-
 class EncryptedEntryError(RuntimeError):
     pass
 
@@ -112,10 +83,10 @@ class RangeAccount:
     """The read task's books for one planned range: what it has seen, what it skipped and why,
     and the chunked messages it still owes (first chunk -> producer uuid).
 
-    `lookup(position) -> EntryMetadata | None` asks the broker about one entry (None: no longer
+    `lookup(position) -> EntryHeaders | None` asks the broker about one entry (None: no longer
     stored); it is called only for entries the reader did not see as messages."""
 
-    def __init__(self, runs: EntryRuns, lookup: Callable[[Position], EntryMetadata | None],
+    def __init__(self, runs: EntryRuns, lookup: Callable[[Position], EntryHeaders | None],
                  undecryptable: str = "wait") -> None:
         """`undecryptable`: what an encrypted entry that does not arrive means: "wait" (a key is set:
         it is decrypted and still coming), "fail" (no key: it never comes) or "skip" (discarded)."""
@@ -170,7 +141,7 @@ class RangeAccount:
                 self._never_dispatched(position, meta)
         self.cursor.gaps.clear()
 
-    def _never_dispatched(self, position: Position, meta: EntryMetadata) -> bool:
+    def _never_dispatched(self, position: Position, meta: EntryHeaders) -> bool:
         """Record what `position` means; False when it must still arrive as a message."""
         if meta.uncommitted:
             # Past the broker's max read position: an open transaction, or a transaction buffer that
@@ -194,7 +165,7 @@ class RangeAccount:
         self.skipped += 1  # markers, aborted entries, middle chunks, tails of earlier ranges' messages
         return True
 
-    def _meta(self, position: Position) -> EntryMetadata | None:
+    def _meta(self, position: Position) -> EntryHeaders | None:
         """Entry metadata; None when not stored (recorded as missing). Ledgers are deleted whole, so
         one "not stored" answer covers the ledger's other positions without asking again."""
         meta = None if position[0] in self._gone_ledgers else self._lookup(position)
@@ -202,53 +173,3 @@ class RangeAccount:
             self._gone_ledgers.add(position[0])
             self.missing.append(position)
         return meta
-
-
-def first_chunk_position(serialized_id: bytes) -> Position | None:
-    """The first chunk's (ledger, entry) of a chunked message from its serialized MessageIdData
-    (field 7, first_chunk_message_id); None for any other message. The client reports a chunked
-    message by its LAST chunk and keeps the first only in this field."""
-    data, i, n = serialized_id, 0, len(serialized_id)
-    while i < n:
-        tag = data[i]
-        i += 1
-        wire = tag & 7
-        if wire == 0:  # varint
-            while i < n and data[i] & 0x80:
-                i += 1
-            i += 1
-        elif wire == 2:  # length-delimited
-            length, i = _read_varint(data, i)
-            if tag >> 3 == 7:
-                return _ledger_entry(data[i:i + length])
-            i += length
-        else:
-            return None  # not a MessageIdData we know: treat as an ordinary message
-    return None
-
-
-def _ledger_entry(data: bytes) -> Position | None:
-    ledger = entry = None
-    i = 0
-    while i < len(data):
-        tag = data[i]
-        value, i = _read_varint(data, i + 1)
-        if tag == 0x08:
-            ledger = value
-        elif tag == 0x10:
-            entry = value
-        elif tag & 7 != 0:
-            return None
-    return (ledger, entry) if ledger is not None and entry is not None else None
-
-
-def _read_varint(data: bytes, i: int) -> tuple[int, int]:
-    value = shift = 0
-    while i < len(data):
-        byte = data[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            break
-        shift += 7
-    return value, i

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import time
 
+from ..positions import Position
+from ..read_task import PartitionRange
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
-from .range_entries import Position, RangeAccount
-from .task import PartitionRange
+from .range_entries import RangeAccount
 
 
 class RangeProgress:

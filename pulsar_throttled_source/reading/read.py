@@ -1,10 +1,11 @@
 """Executor side: read one planned entry range of one partition into Arrow record batches.
 
-Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (task). Readers come from
-the worker's shared client (client_cache), the entries a reader never sees as messages are
-accounted for by range_entries with metadata from entry_lookup, rows are built by arrow_rows
-(or, on the native read path, by the library behind native_reader, driven by native_read;
-read_path chooses), and what goes wrong is reported by errors.
+Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (..read_task). Readers come
+from the worker's shared client (client_cache); what belongs to the range and when it is done is
+decided by range_progress, which accounts for the entries a reader never sees as messages with
+range_entries and metadata from entry_lookup; rows are built by arrow_rows (decoded_rows for a
+topic with a schema), or on the native read path by the library behind native_reader, driven by
+native_read (read_path chooses); what goes wrong is reported by errors.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from typing import Any
 import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
-from .arrow_rows import Columns, EntryIds, varint
+from ..protobuf_wire import first_chunk_position, varint
+from ..read_task import IDLE_CHECK_MS, PartitionRange
+from .arrow_rows import Columns, EntryIds
 from .client_cache import (
     drop_client,
     drop_native_client,
@@ -28,10 +31,9 @@ from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
 from .native_read import read_native_messages
-from .range_entries import EncryptedEntryError, first_chunk_position
+from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
-from .task import IDLE_CHECK_MS, PartitionRange
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -113,7 +115,8 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     progress = RangeProgress(part, lookups)
     account, last_entry, enter = progress.account, progress.last_entry, progress.enter
     # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
-    # returns the native message directly, which halves the per-message cost on this hot path.
+    # returns the native message directly, a large part of the per-message cost on this hot path
+    # (bench/README.md, "Figures behind the code").
     raw_read = getattr(reader, "_reader", reader).read_next
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
@@ -178,7 +181,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 continue
             # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
             add_msg(msg)
-            # EntryIds.serialized, inlined likewise (its head and tail are the entry's).
+            # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
             add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
             add_publish(publish_ms)
             add_producer(producer)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 
+from ..read_task import ClientConfig
 from .native_library import native_library
 from .native_reader import Settings, unsupported_settings
-from .task import ClientConfig
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,9 @@
-"""The columns of a query over a topic with a schema: the schema's fields (a record's fields as
-top-level columns, a typed `value`, or a KeyValue's `key` and `value`), then the message's metadata under pulsar-spark's names
-(`__key`, `__topic`, ...), so a record field can never clash with them. A topic without a schema
-(or `decodeSchema=false`) keeps the raw layout of reading/arrow_rows.py."""
+"""The columns of a query, declared once here (MESSAGE_COLUMNS) for both layouts:
+- the raw layout, of a topic without a schema (or `decodeSchema=false`): the message's columns with the
+  payload as bytes in `value` (RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL; built by reading/arrow_rows.py);
+- a topic with a schema: the schema's fields (a record's fields as top-level columns, a typed `value`, or
+  a KeyValue's `key` and `value`), then the message's metadata under pulsar-spark's names (`__key`,
+  `__topic`, ...; METADATA_FIELDS), so a record field can never clash with them (ValueSchema)."""
 
 from __future__ import annotations
 
@@ -20,17 +22,24 @@ PART_KINDS = (*RECORD_KINDS, "STRING", "BYTES", *PRIMITIVES)  # what one side of
 DECODED_KINDS = (*RECORD_KINDS, "STRING", *PRIMITIVES, "KEY_VALUE")
 CORRUPT_RECORD = "__corruptRecord"  # decodeErrorMode=permissive: the payload that could not be decoded
 
-METADATA_FIELDS = [
-    pa.field("__key", pa.string()),
-    pa.field("__topic", pa.string()),
-    pa.field("__partition", pa.int32()),
-    pa.field("__messageId", pa.binary()),
-    pa.field("__publishTime", pa.timestamp("us", tz="UTC")),
-    pa.field("__eventTime", pa.timestamp("us", tz="UTC")),
-    pa.field("__messageProperties", pa.map_(pa.string(), pa.string())),
-    pa.field("__orderingKey", pa.string()),
-    pa.field("__producerName", pa.string()),
-]
+# A message's columns, in order: the name in the raw layout, the name after a schema's fields (None: the
+# payload, which the decoded fields replace) and the Arrow type.
+MESSAGE_COLUMNS: tuple[tuple[str, str | None, pa.DataType], ...] = (
+    ("key", "__key", pa.string()),
+    ("value", None, pa.binary()),
+    ("topic", "__topic", pa.string()),
+    ("partition", "__partition", pa.int32()),
+    ("messageId", "__messageId", pa.binary()),
+    ("publishTime", "__publishTime", pa.timestamp("us", tz="UTC")),
+    ("eventTime", "__eventTime", pa.timestamp("us", tz="UTC")),
+    ("properties", "__messageProperties", pa.map_(pa.string(), pa.string())),
+    ("orderingKey", "__orderingKey", pa.string()),
+    ("producerName", "__producerName", pa.string()),
+)
+RAW_ARROW_SCHEMA = pa.schema([pa.field(raw, arrow) for raw, _, arrow in MESSAGE_COLUMNS])
+# DataSource.schema() as DDL: Spark parses it without a round trip through Python types.
+RAW_SPARK_SCHEMA_DDL = ", ".join(f"{f.name} {spark_type(f.type).simpleString()}" for f in RAW_ARROW_SCHEMA)
+METADATA_FIELDS = [pa.field(decoded, arrow) for _, decoded, arrow in MESSAGE_COLUMNS if decoded is not None]
 METADATA_NAMES = frozenset(f.name for f in METADATA_FIELDS) | {CORRUPT_RECORD}
 
 

@@ -7,21 +7,26 @@ advance and charges every quota bucket that applies, all in one store transactio
 
 The model (see docs/THROTTLING.md):
 - Levels: source-wide (one bucket per query), topic (one per partition, shared by every
-  query on the host), subscription (one per subscription and partition). All levels, and
-  messages and bytes within a level, must admit (logical AND).
+  query on the host, or on every host with quotaStore), subscription (one per subscription and
+  partition). All levels, and messages and bytes within a level, must admit (logical AND).
 - Windows are epoch aligned (``floor(now / period)``), so processes agree on them without
   talking. What a window over-admits is debt that the next windows pay back; what it leaves
   unused is lost.
-- Entries are converted to messages exactly (batch mode: one entry is one message) or by a
-  moving average of messages per entry (precise mode); bytes come from the ledger layout.
+- Entries are converted to messages exactly (batch mode: one entry is one message) or from the
+  entries' own metadata, looked up for the entries a window could admit (precise mode:
+  ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
 
-Modules, each one role (imports flow downwards only):
-- ``model``: the value types options, policies and planning share (Rate, QuotaConfig,
-  PartitionDemand, Admission, level names).
-- ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores).
-- ``estimators``: messages per entry (moving average) and the smoothed publish rate.
+Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
+``buckets``, ``report`` and ``model``; ``store_factory`` uses both stores. The quota configuration
+(Rate, QuotaConfig) and entry values live below the package (``..shared_types``, ``..entry_values``)
+so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
+- ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
+- ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores);
+  ``redis_store``: buckets in a Redis server (quotaStore); ``store_factory``: the one the options name.
+- ``estimators``: the smoothed publish rate, for quotas relative to it.
 - ``buckets``: bucket keys, effective quotas (incl. relative to publish rate), windows and
   pay-back of debt.
+- ``headroom``: which partitions of a large plan are so far below their quotas that an estimate will do.
 - ``report``: the words: held-back reasons, per-level reports, the summary log line.
 - ``allocation``: the admission passes (proportional shares, fit, one-entry minimum,
   rotating order).

@@ -1,6 +1,7 @@
 """Admission: how many backlog entries each partition gets from the buckets it charges.
 
-Pure arithmetic on already loaded buckets (the engine loads and stores them):
+Works on already loaded buckets (the engine loads and stores them); the only calls out are each
+demand's callbacks (bytes_for, learn_entries), which may look entries up on the broker:
 - unthrottled partitions take their whole backlog first, charged but not limited;
 - the others are served in a rotating order (those that got nothing for longest first);
 - pass 1 gives each a share of the source-wide bucket in proportion to its backlog, bounded
@@ -8,6 +9,10 @@ Pure arithmetic on already loaded buckets (the engine loads and stores them):
 - pass 2 hands what partitions limited elsewhere left of the source-wide bucket to those the
   share held back, in proportion to what they still have; pass 3 hands out the rest one
   entry per partition per round.
+
+A little over 300 lines, on purpose: the passes, the per-partition plan they advance and the fit
+against every bucket are one algorithm, read top to bottom; split, each part would need the others
+to be understood.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..entry_values import EntryValues, LearnedEntries
+from ..shared_types import QuotaConfig
 from .buckets import EPSILON, Bucket, BucketSpec
-from .entry_values import EntryValues, LearnedEntries
-from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
+from .model import SOURCE_LEVEL, Admission, PartitionDemand
 from .report import exhausted_reason, too_small_reason
 
 FIRST_READ_REASON = "messages per entry not known yet: first read admits 1 entry"

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, PartitionDemand, Rate
+from ..shared_types import Rate
+from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, PartitionDemand
 from .store import BucketState
 
 # Float slack when comparing usage with a quota, so 10 x 0.1 still "fits" into 1.0.

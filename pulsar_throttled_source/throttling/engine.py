@@ -2,8 +2,9 @@
 
 Each plan() call estimates, picks the buckets every demand charges, then loads, admits and
 charges them in one store transaction, so concurrent planners on a host cannot over-admit.
-The engine is pure apart from the store and the clock it is given, so tests drive it with a
-fake clock. One engine belongs to one query; it is not meant to be called from two threads
+What the engine touches outside itself is given to it: the store, the clock, and each demand's
+callbacks (bytes_for, learn_entries, estimate_entries), which may ask the broker about entries
+(metadata.entry_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
 at once.
 """
 
@@ -13,12 +14,13 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
+from ..entry_values import LearnedEntries
+from ..shared_types import QuotaConfig
 from .allocation import RotatingCursor, admit, new_plan
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, source_key
-from .entry_values import LearnedEntries
 from .estimators import SmoothedPublishRates
 from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota
-from .model import SOURCE_LEVEL, Admission, PartitionDemand, QuotaConfig
+from .model import SOURCE_LEVEL, Admission, PartitionDemand
 from .report import LevelReport, level_reports, summary_line
 from .store import BucketState, QuotaStore
 

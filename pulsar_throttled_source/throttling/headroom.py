@@ -2,8 +2,7 @@
 
 Precise mode prices the entries a window admits by each entry's own metadata (metadata.entry_sizes):
 one admin request per new entry. At 1,000 partitions that is hundreds of requests a trigger, more
-than a broker answers (measured on 2 cores: ~140 a second, so plans waited and partitions fell
-behind). Where every bucket a partition charges has HEADROOM times what the whole plan is estimated
+than a broker answers, so plans waited and partitions fell behind (bench/README.md, "Figures behind the code"). Where every bucket a partition charges has HEADROOM times what the whole plan is estimated
 to charge it, no plausible error of the estimate changes what the plan admits: those partitions are
 priced by their last known messages per entry and their ledgers' average entry size, and charged
 that. Buckets near their quota, partitions with nothing known yet, and plans over few partitions
@@ -16,8 +15,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ..entry_values import LearnedEntries
 from .buckets import BucketSpec
-from .entry_values import LearnedEntries
 from .model import PartitionDemand
 
 ESTIMATE_ABOVE = 64  # partitions with backlog in a plan; smaller plans look every entry up

@@ -13,13 +13,13 @@ their last charge, which is the purge. The URL's password never appears in logs 
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from ..shared_types import redacted
 from .store import BucketState, QuotaTransaction
 
 KEY_PREFIX = "pulsar-throttled:"
@@ -27,11 +27,6 @@ LOCK_TTL_S = 10.0  # longer than any planning step holds it
 LOCK_WAIT_S = 30.0  # as long as the SQLite store waits for its lock
 BUCKET_TTL_S = 24 * 3600
 OPTION_HINT = "option 'quotaStore'"
-
-
-def redacted(url: str) -> str:
-    """The URL without its password (redis://user:secret@host -> redis://user:***@host)."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
 
 
 class QuotaStoreError(RuntimeError):

@@ -6,8 +6,9 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from ..shared_types import QuotaConfig
 from .buckets import EPSILON, Bucket
-from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, Admission, QuotaConfig
+from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, Admission
 
 # --- held-back reasons -------------------------------------------------------------------
 

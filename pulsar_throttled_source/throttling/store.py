@@ -279,12 +279,3 @@ class SqliteQuotaStore:
         """All bucket keys (for tests and diagnostics)."""
         rows = self._connection().execute("SELECT key FROM buckets ORDER BY key").fetchall()
         return [row[0] for row in rows]
-
-
-def open_quota_store(url: str | None, sqlite_path: str) -> QuotaStore:
-    """The store a query's options name: a Redis server (quotaStore) or the host's SQLite file."""
-    if url:
-        from .redis_store import RedisQuotaStore  # redis is only imported by queries that use it
-
-        return RedisQuotaStore(url)
-    return SqliteQuotaStore(sqlite_path)

@@ -35,7 +35,7 @@ from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
-from pulsar_throttled_source.reading.task import PartitionRange
+from pulsar_throttled_source.read_task import PartitionRange
 from pulsar_throttled_source.stream import PulsarStreamReader
 
 FAIL_BOUND_S = 60

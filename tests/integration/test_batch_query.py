@@ -13,7 +13,7 @@ from helpers import Sent, create_topic, produce
 from streaming import source_options
 from test_chunked import mixed_backlog
 
-from pulsar_throttled_source.reading.range_entries import first_chunk_position
+from pulsar_throttled_source.protobuf_wire import first_chunk_position
 
 
 def read_batch(spark, opts: dict[str, str]) -> list:

@@ -33,10 +33,10 @@ from test_encryption import key_pair, produce_encrypted  # noqa: F401  # key_pai
 from test_transactions import HISTORY, TxnProducer
 
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.read_task import PartitionRange
 from pulsar_throttled_source.reading import native_library as native_module
 from pulsar_throttled_source.reading.read import read_range
 from pulsar_throttled_source.reading.read_path import NativeReadPathUnavailable
-from pulsar_throttled_source.reading.task import PartitionRange
 from pulsar_throttled_source.schemas.topic_schema import value_schema_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 

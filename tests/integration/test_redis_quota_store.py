@@ -20,10 +20,12 @@ from helpers import create_topic, produce, wait_until
 from redis_server import PASSWORD, redis_server
 from test_throttling import Batch, per_window_ok, planning_interval
 
+from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.model import PartitionDemand, QuotaConfig, Rate
+from pulsar_throttled_source.throttling.model import PartitionDemand
 from pulsar_throttled_source.throttling.redis_store import BUCKET_TTL_S, QuotaStoreError, RedisQuotaStore
-from pulsar_throttled_source.throttling.store import BucketState, open_quota_store
+from pulsar_throttled_source.throttling.store import BucketState
+from pulsar_throttled_source.throttling.store_factory import open_quota_store
 
 P0 = "persistent://public/default/shared-partition-0"
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,9 @@ import pytest
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.entry_lookup import EntryLookup
-from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
+from pulsar_throttled_source.shared_types import AdminEndpoint
 from pulsar_throttled_source.topics import TopicName
 
 LOGGER = "pulsar_throttled_source.metadata.admin_http"
@@ -297,7 +298,7 @@ def test_read_task_lookups_wait_out_an_outage():
 def test_entry_lookup_of_a_read_task(stub_admin_api):
     """A read task's lookups: a known-good URL with pollTimeoutMs as the budget, answers cached, and a
     partition whose first planned entry and topic are both gone counts as deleted."""
-    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin_url=_url(stub_admin_api), admin_timeout_ms=2_000)
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(_url(stub_admin_api), timeout_ms=2_000))
     part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(3, 9), 10,
                           config, ((3, 0, 10),))
     lookup = EntryLookup(part)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_throttled_source.metadata.entry_headers import messages_in_entry, stored_bytes
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders, messages_in_entry, stored_bytes
 
 RECORDED = [  # (what the producer wrote, ledger size, headers)
     ('batched 50x100', 5438, {'X-Pulsar-PROPERTY': '{}', 'X-Pulsar-publish-time': '2026-11-24T00:22:02.041Z', 'X-Pulsar-num-batch-message': '50', 'X-Pulsar-batch-size': '5410', 'X-Pulsar-Is-Encrypted': 'false', 'X-Pulsar-producer-name': 'standalone-0-11', 'X-Pulsar-sequence-id': '0', 'X-Pulsar-txn-uncommitted': 'false', 'Content-Length': '5400'}),
@@ -42,3 +42,17 @@ def test_a_reader_is_handed_a_batch_whole_a_chunked_message_once_and_no_marker()
     assert messages_in_entry({"x-pulsar-chunk-id": "2", "x-pulsar-num-chunks-from-msg": "3"}) == 0
     assert messages_in_entry({"X-Pulsar-marker-type": "20"}) == 0
     assert messages_in_entry({"X-Pulsar-txn-aborted": "true", "X-Pulsar-num-batch-message": "5"}) == 0
+
+
+@pytest.mark.parametrize(("headers", "messages", "never_dispatched"), [
+    ({"X-PULSAR-TXN-ABORTED": " True "}, 0, True),  # any case of name and value: parsed once, the same everywhere
+    ({"x-pulsar-marker-type": "7"}, 0, True),
+    ({"X-Pulsar-chunk-id": "1", "X-Pulsar-num-chunks-from-msg": "3"}, 0, True),
+    ({"X-Pulsar-chunk-id": "0", "X-Pulsar-num-chunks-from-msg": "3"}, 1, False),
+    ({"X-Pulsar-num-batch-message": "5"}, 5, False),
+])
+def test_the_planner_and_the_read_task_read_one_parse_of_the_headers(headers, messages, never_dispatched) -> None:
+    parsed = EntryHeaders.parse(headers)
+    assert messages_in_entry(headers) == messages_in_entry(parsed) == parsed.messages == messages
+    # What a read task concludes of an entry it never saw: not a plain entry still to come.
+    assert (parsed.marker or parsed.aborted or parsed.chunk_id > 0) == never_dispatched

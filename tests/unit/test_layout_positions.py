@@ -8,7 +8,7 @@ import pytest
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.planning.admission import split_proportionally
-from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition, offsets_from_json, offsets_to_json
+from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.topics import TopicName, partition_sort_key
 
 
@@ -79,20 +79,6 @@ def test_lost_range_only_when_start_is_older_than_the_oldest_stored_ledger():
     assert LAYOUT.lost_range(BEFORE_EARLIEST) is None
     assert LAYOUT.lost_range(EntryPosition(3, 4)) is None
     assert LAYOUT.lost_range(EntryPosition(1, 7)) == (EntryPosition(1, 7), EntryPosition(3, 0))
-
-
-def test_offsets_json_has_fixed_partition_order_and_round_trips():
-    offsets = {f"persistent://public/default/t-partition-{i}": EntryPosition(i, i) for i in (10, 2, 1)}
-    as_json = offsets_to_json(offsets)
-    assert list(as_json) == [f"persistent://public/default/t-partition-{i}" for i in (1, 2, 10)]
-    assert offsets_from_json(json.loads(json.dumps(as_json))) == offsets
-
-
-@pytest.mark.parametrize("bad", [[1, 2], {"p": {"ledgerId": "1", "entryId": 2}}, {"p": {"ledgerId": 1}}, {"p": 5},
-                                 {"p": {"ledgerId": -7, "entryId": 0}}])
-def test_corrupted_offsets_give_a_clear_error(bad):
-    with pytest.raises(ValueError, match="checkpointed offset"):
-        offsets_from_json(bad)
 
 
 def test_topic_names():

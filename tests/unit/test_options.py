@@ -230,3 +230,33 @@ def test_readme_table_generator_rewrites_only_the_table(tmp_path):
     rows = readme_table.render().splitlines()[2:]
     assert len(rows) == len(SPECS) and rows[0].startswith("| `service.url` | `pulsar://localhost:6650` |")
     assert "&#124;" in readme_table.render() and all(row.count(" | ") == 2 for row in rows)
+
+
+def test_one_mapping_from_the_options_to_a_read_task_and_its_admin_sessions():
+    from pulsar_throttled_source.metadata.admin import PulsarAdmin
+    from pulsar_throttled_source.schemas.columns import ValueSchema
+    from pulsar_throttled_source.shared_types import AdminEndpoint
+
+    o = parse(**{"service.url": "pulsar://b:6651", "admin.url": "https://a:8443", "pulsar.client.authParams": "token:T-1",
+                 "pulsar.admin.authToken": "A-2", "pulsar.admin.tlsTrustCertsFilePath": "/ca.pem", "adminTimeoutMs": "4000",
+                 "adminRetryTimeoutMs": "9000", "pollTimeoutMs": "7000", "maxRowsPerArrowBatch": "123",
+                 "failOnDataLoss": "false", "incompleteChunkWaitMs": "1234", "cryptoFailureAction": "discard",
+                 "encryption.privateKeyPath": "/k.pem", "readPath": "python",
+                 "pulsar.reader.receiverQueueSize": "50", "pulsar.client.operationTimeoutSeconds": "3"})
+    assert o.admin == AdminEndpoint("https://a:8443", "A-2", "/ca.pem", 4000)
+    cfg = o.read_task_config(ValueSchema("STRING"))
+    assert cfg.admin == o.admin and "A-2" not in repr(cfg) and "T-1" not in repr(cfg)
+    assert (cfg.service_url, cfg.auth_token, dict(cfg.client_kwargs), dict(cfg.reader_kwargs)) == (
+        "pulsar://b:6651", "T-1", {"operation_timeout_seconds": 3}, {"receiver_queue_size": 50})
+    assert (cfg.poll_timeout_ms, cfg.max_rows_per_batch, cfg.fail_on_data_loss, cfg.incomplete_chunk_wait_ms) == (7000, 123, False, 1234)
+    assert (cfg.private_key_path, cfg.public_key_path, cfg.crypto_failure_action, cfg.read_path) == ("/k.pem", None, "discard", "python")
+    assert cfg.value_schema == ValueSchema("STRING")
+    # The sessions: planning retries for adminRetryTimeoutMs, a read task for pollTimeoutMs, its quick checks never.
+    sessions = [PulsarAdmin.for_planning(o), PulsarAdmin.for_read_task(cfg), PulsarAdmin.for_quick_checks(cfg)]
+    try:
+        assert {(s.base, s._session.verify, s._session.headers["Authorization"]) for s in sessions} == {
+            ("https://a:8443", "/ca.pem", "Bearer A-2")}
+        assert [(s.timeout_s, s.retry_timeout_s) for s in sessions] == [(4.0, 9.0), (4.0, 7.0), (4.0, 0.0)]
+    finally:
+        for s in sessions:
+            s.close()

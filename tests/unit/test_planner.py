@@ -12,9 +12,10 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
+from pulsar_throttled_source.offsets import LEDGER_ENDS, QUERY_ID, QUERY_START
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
-from pulsar_throttled_source.positions import LEDGER_ENDS, QUERY_ID, QUERY_START, EntryPosition
+from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 

@@ -5,12 +5,9 @@ from __future__ import annotations
 import pulsar
 import pytest
 
-from pulsar_throttled_source.reading.range_entries import (
-    EntryMetadata,
-    RangeAccount,
-    RangeCursor,
-    first_chunk_position,
-)
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
+from pulsar_throttled_source.protobuf_wire import first_chunk_position, varint
+from pulsar_throttled_source.reading.range_entries import RangeAccount, RangeCursor
 
 RUNS = ((7, 3, 3), (9, 0, 2))  # 7:3 7:4 7:5 9:0 9:1
 
@@ -49,22 +46,22 @@ def test_empty_range() -> None:
 
 
 def test_entry_metadata_from_broker_headers() -> None:
-    first = EntryMetadata.from_headers({"X-Pulsar-chunk-id": "0", "X-Pulsar-num-chunks-from-msg": "3", "X-Pulsar-uuid": "p1-1-2",
-                                        "X-Pulsar-txn-uncommitted": "false"})
+    first = EntryHeaders.parse({"X-Pulsar-chunk-id": "0", "X-Pulsar-num-chunks-from-msg": "3", "X-Pulsar-uuid": "p1-1-2",
+                                "X-Pulsar-txn-uncommitted": "false"})
     assert first.starts_chunked_message and first.uuid == "p1-1-2" and not first.uncommitted
-    assert not EntryMetadata.from_headers({"X-Pulsar-chunk-id": "2", "X-Pulsar-num-chunks-from-msg": "3"}).starts_chunked_message
-    assert EntryMetadata.from_headers({"X-Pulsar-marker-type": "7"}).marker
-    assert EntryMetadata.from_headers({"x-pulsar-txn-aborted": "true"}).aborted
-    assert EntryMetadata.from_headers({"X-Pulsar-txn-uncommitted": "true"}).uncommitted
-    plain = EntryMetadata.from_headers({})
+    assert not EntryHeaders.parse({"X-Pulsar-chunk-id": "2", "X-Pulsar-num-chunks-from-msg": "3"}).starts_chunked_message
+    assert EntryHeaders.parse({"X-Pulsar-marker-type": "7"}).marker
+    assert EntryHeaders.parse({"x-pulsar-txn-aborted": "true"}).aborted
+    assert EntryHeaders.parse({"X-Pulsar-txn-uncommitted": "true"}).uncommitted
+    plain = EntryHeaders.parse({})
     assert not (plain.starts_chunked_message or plain.marker or plain.aborted or plain.uncommitted)
 
 
-PLAIN = EntryMetadata()
+PLAIN = EntryHeaders()
 
 
-def chunk(i: int, n: int, uuid: str) -> EntryMetadata:
-    return EntryMetadata(chunk_id=i, num_chunks=n, uuid=uuid)
+def chunk(i: int, n: int, uuid: str) -> EntryHeaders:
+    return EntryHeaders(chunk_id=i, num_chunks=n, uuid=uuid)
 
 
 class FakeBroker:
@@ -89,8 +86,8 @@ def test_plain_range_read_to_its_end_asks_the_broker_nothing() -> None:
 
 def test_a_range_ending_on_transaction_markers_needs_no_wait() -> None:
     # 5:0 committed message, 5:1 aborted message, 5:2 commit marker, 5:3 abort marker
-    broker = FakeBroker({(5, 0): PLAIN, (5, 1): EntryMetadata(aborted=True), (5, 2): EntryMetadata(marker=True),
-                         (5, 3): EntryMetadata(marker=True)})
+    broker = FakeBroker({(5, 0): PLAIN, (5, 1): EntryHeaders(aborted=True), (5, 2): EntryHeaders(marker=True),
+                         (5, 3): EntryHeaders(marker=True)})
     account = RangeAccount(((5, 0, 4),), broker)
     account.saw((5, 0))
     assert not account.cursor.exhausted
@@ -148,16 +145,15 @@ def test_deleted_ledger_is_looked_up_once_and_reported_missing() -> None:
 
 
 def test_entry_past_the_max_read_position_is_waited_for_then_skipped_if_aborted() -> None:
-    entries = {(4, 0): EntryMetadata(uncommitted=True)}
+    entries = {(4, 0): EntryHeaders(uncommitted=True)}
     account = RangeAccount(((4, 0, 1),), FakeBroker(entries))
     assert not account.walk() and account.held_back_at == (4, 0)  # still coming: not an error
-    entries[(4, 0)] = EntryMetadata(aborted=True)  # the transaction aborted: never dispatched
+    entries[(4, 0)] = EntryHeaders(aborted=True)  # the transaction aborted: never dispatched
     assert account.walk()
 
 
 @pytest.mark.parametrize("ledger, entry, first", [(3, 3, (3, 1)), (123456789, 70000, (123456788, 5)), (58, 58, (58, 0))])
 def test_first_chunk_position_matches_the_client(ledger: int, entry: int, first: tuple[int, int]) -> None:
-    from pulsar_throttled_source.reading.arrow_rows import varint
 
     inner = b"\x08" + varint(first[0]) + b"\x10" + varint(first[1])
     data = b"\x08" + varint(ledger) + b"\x10" + varint(entry) + b"\x3a" + varint(len(inner)) + inner

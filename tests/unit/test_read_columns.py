@@ -1,64 +1,35 @@
-"""Executor-side column building: message ids spliced per entry, Arrow conversion of the columns."""
+"""Executor-side column building, through the read loop that runs (reading/read.py): message ids
+spliced per entry, and the Arrow batch the loop's inlined appends build."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import pulsar
+import pyarrow as pa
 import pytest
 
-from pulsar_throttled_source.reading.arrow_rows import ARROW_SCHEMA, Columns, EntryIds, _batch_index_field, varint
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
+from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.protobuf_wire import batch_index_field
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
+from pulsar_throttled_source.reading.read import _read_messages
+from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
-
-@pytest.mark.parametrize("partition", [-1, 0, 3, 127, 128, 70000])
-@pytest.mark.parametrize("ledger,entry", [(0, 0), (20, 5), (123456, 789), (2**40, 2**20)])
-@pytest.mark.parametrize("first", [0, 1, 200])
-def test_spliced_ids_equal_the_native_serialization(partition, ledger, entry, first):
-    ids = EntryIds()
-    ids.new_entry(pulsar.MessageId(partition, ledger, entry, first), first)
-    assert ids.head is not None  # the fast path is taken for these shapes
-    for index in (first, first + 1, 127, 128, 999, 4095, 4096, 70000):
-        if index >= first:
-            native = pulsar.MessageId(partition, ledger, entry, index).serialize()
-            assert ids.serialized(pulsar.MessageId(partition, ledger, entry, index), index) == native
-
-
-def test_batch_size_field_after_the_index_is_kept():
-    # Shape of a real batched message id: ledger 20, entry 0, partition 0, index 0, batch size 1000.
-    data = bytes.fromhex("081410001800200030e807")
-    assert _batch_index_field(data) == 6
-
-    class FakeId:  # serialize() as the client returns it for index 0
-        def serialize(self) -> bytes:
-            return data
-
-    ids = EntryIds()
-    ids.new_entry(FakeId(), 0)
-    assert ids.serialized(None, 5) == bytes.fromhex("081410001800200530e807")
-    assert ids.serialized(None, 300) == bytes.fromhex("08141000180020ac0230e807")
-
-
-def test_unexpected_shapes_fall_back_to_the_native_call():
-    assert _batch_index_field(bytes.fromhex("08011002")) is None  # not batched: no index field
-    assert _batch_index_field(bytes.fromhex("0a0100")) is None  # a length-delimited field first
-    ids = EntryIds()
-    non_batched = pulsar.MessageId(-1, 1, 2, -1)
-    ids.new_entry(non_batched, -1)
-    assert ids.head is None
-    assert ids.serialized(non_batched, -1) == non_batched.serialize()
-
-
-def test_varint_matches_protobuf_encoding():
-    assert varint(0) == b"\x00"
-    assert varint(127) == b"\x7f"
-    assert varint(128) == b"\x80\x01"
-    assert varint(300) == b"\xac\x02"
-    assert varint(70000) == b"\xf0\xa2\x04"
+P = "persistent://public/default/t-partition-2"
 
 
 class FakeMessage:
-    def __init__(self, key: str, value: bytes | None, event_ms: int, props: dict[str, str]) -> None:
-        self._key, self._value, self._event, self._props = key, value, event_ms, props
+    """What the client delivers; `mid` is a real pulsar.MessageId or a stand-in with its own bytes."""
+
+    def __init__(self, mid: Any, key: str = "", value: bytes | None = b"v", event_ms: int = 0,
+                 props: dict[str, str] | None = None, publish_ms: int = 1_700_000_000_000, producer: str = "p") -> None:
+        self._id, self._key, self._value, self._event = mid, key, value, event_ms
+        self._props, self._publish, self._producer = props or {}, publish_ms, producer
+
+    def message_id(self) -> Any:
+        return self._id
 
     def partition_key(self) -> str:
         return self._key
@@ -66,38 +37,138 @@ class FakeMessage:
     def data(self) -> bytes:
         return self._value or b""  # a null value reads as b"", as from the client
 
+    def has_null_value(self) -> bool:
+        return self._value is None
+
     def event_timestamp(self) -> int:
         return self._event
 
     def properties(self) -> dict[str, str]:
         return self._props
 
-    def has_null_value(self) -> bool:
-        return self._value is None
-
     def ordering_key(self) -> str:
         return "ok" if self._key else ""
+
+    def publish_timestamp(self) -> int:
+        return self._publish
+
+    def producer_name(self) -> str:
+        return self._producer
+
+
+class FakeReader:
+    """Delivers the given messages in order, then times out like the client does."""
+
+    def __init__(self, messages: list[FakeMessage]) -> None:
+        self.queue = list(messages)
+
+    def read_next(self, timeout_ms: int) -> FakeMessage:
+        if not self.queue:
+            raise pulsar.Timeout()
+        return self.queue.pop(0)
+
+    def has_message_available(self) -> bool:
+        return bool(self.queue)
+
+
+def read(messages: list[FakeMessage], start: tuple[int, int], end: tuple[int, int]) -> list[pa.RecordBatch]:
+    """The batches the read loop builds from `messages` for the range (start, end] (no entry list:
+    the loop stops at the first message past `end`)."""
+    cfg = ClientConfig("pulsar://x:6650", (), (), None, 3_000, 10_000)
+    part = PartitionRange(P, 2, EntryPosition(*start), EntryPosition(*end), -1, cfg, None)
+    return list(_read_messages(FakeReader(messages), part, lambda position: EntryHeaders()))
+
+
+class StandInId:
+    """A message id whose serialize() gives fixed bytes, for shapes a real MessageId never has
+    here (a batch size field, an unexpected field order)."""
+
+    def __init__(self, ledger: int, entry: int, index: int, data: bytes | None) -> None:
+        self._ledger, self._entry, self._index, self._data = ledger, entry, index, data
+
+    def ledger_id(self) -> int:
+        return self._ledger
+
+    def entry_id(self) -> int:
+        return self._entry
+
+    def batch_index(self) -> int:
+        return self._index
+
+    def serialize(self) -> bytes:
+        assert self._data is not None, f"index {self._index}: the read loop should have spliced this id"
+        return self._data
+
+
+def message_ids(batches: list[pa.RecordBatch]) -> list[bytes]:
+    return [i for b in batches for i in b.column("messageId").to_pylist()]
+
+
+@pytest.mark.parametrize("partition", [-1, 0, 3, 127, 128, 70000])
+@pytest.mark.parametrize("ledger,entry", [(0, 0), (20, 5), (123456, 789), (2**40, 2**20)])
+@pytest.mark.parametrize("first", [0, 1, 120, 4090, 69995])
+def test_spliced_ids_equal_the_native_serialization(partition, ledger, entry, first):
+    # Consecutive indexes across the varint boundaries (127/128) and the cached-varint limit (4096).
+    indexes = range(first, first + 12)
+    msgs = [FakeMessage(pulsar.MessageId(partition, ledger, entry, i)) for i in indexes]
+    msgs.append(FakeMessage(pulsar.MessageId(partition, ledger, entry + 1, 0)))  # the next batch's: not read
+    got = message_ids(read(msgs, (ledger, entry - 1), (ledger, entry)))
+    assert got == [pulsar.MessageId(partition, ledger, entry, i).serialize() for i in indexes]
+
+
+def test_batch_size_field_after_the_index_is_kept():
+    # Shape of a real batched message id: ledger 20, entry 0, partition 0, index 0, batch size 1000.
+    data = bytes.fromhex("081410001800200030e807")
+    assert batch_index_field(data) == 6
+    # Only the entry's first id is serialized by the client; the others must be spliced from it.
+    msgs = [FakeMessage(StandInId(20, 0, i, data if i == 0 else None)) for i in range(301)]
+    got = message_ids(read(msgs, (20, -1), (20, 0)))
+    assert len(got) == 301 and got[0] == data
+    assert got[5] == bytes.fromhex("081410001800200530e807")
+    assert got[300] == bytes.fromhex("08141000180020ac0230e807")
+
+
+def test_unexpected_shapes_fall_back_to_the_native_call():
+    assert batch_index_field(bytes.fromhex("08011002")) is None  # not batched: no index field
+    assert batch_index_field(bytes.fromhex("0a0100")) is None  # a length-delimited field first
+    # Entry 1:2 is not batched; entry 1:3 is batched but its bytes have a length-delimited field first:
+    # every id of it is the client's own serialize().
+    odd = [bytes.fromhex("0a0100") + bytes([i]) for i in range(3)]
+    msgs = [FakeMessage(pulsar.MessageId(-1, 1, 2, -1))] + [FakeMessage(StandInId(1, 3, i, odd[i])) for i in range(3)]
+    got = message_ids(read(msgs, (1, 1), (1, 3)))
+    assert got == [pulsar.MessageId(-1, 1, 2, -1).serialize(), *odd]
 
 
 @pytest.mark.parametrize("keys", [["", ""], ["a", ""], ["a", "b"]])
 def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
-    cols = Columns()
-    cols.add(FakeMessage(keys[0], b"v0", 0, {}), b"id0", 1_700_000_000_123, "p-0")
-    cols.add(FakeMessage(keys[1], b"v1", 1_600_000_000_456, {"k": "v"}), b"id1", 1_700_000_000_124, "p-1")
-    cols.add(FakeMessage("", None, 0, {}), b"id2", 1_700_000_000_124, "p-1")  # a tombstone
-    cols.add(FakeMessage("", b"", 0, {}), b"id3", 1_700_000_000_124, "p-1")  # an empty payload
-    batch = cols.to_batch("persistent://public/default/t-partition-2", 2)
-    assert batch.schema == ARROW_SCHEMA
+    # Entry 5:0 alone; entry 5:1 a batch of three (publish time and producer are the entry's), then a
+    # tombstone and an empty payload; 5:2 belongs to the next batch.
+    msgs = [
+        FakeMessage(pulsar.MessageId(2, 5, 0, -1), keys[0], b"v0", 0, {}, 1_700_000_000_123, "p-0"),
+        FakeMessage(pulsar.MessageId(2, 5, 1, 0), keys[1], b"v1", 1_600_000_000_456, {"k": "v"}, 1_700_000_000_124, "p-1"),
+        FakeMessage(pulsar.MessageId(2, 5, 1, 1), "", None, 0, {}, 1_700_000_000_124, "p-1"),  # a tombstone
+        FakeMessage(pulsar.MessageId(2, 5, 1, 2), "", b"", 0, {}, 1_700_000_000_124, "p-1"),  # an empty payload
+        FakeMessage(pulsar.MessageId(2, 5, 2, -1)),
+    ]
+    (batch,) = read(msgs, (5, -1), (5, 1))
+    assert batch.schema == RAW_ARROW_SCHEMA
     rows = batch.to_pylist()
     assert [r["key"] for r in rows] == [k or None for k in keys] + [None, None]  # the client reports "no key" as ""
     assert [r["value"] for r in rows] == [b"v0", b"v1", None, b""]  # a null value is null, not b""
     assert [r["orderingKey"] for r in rows] == [("ok" if k else None) for k in keys] + [None, None]
     assert [r["producerName"] for r in rows] == ["p-0", "p-1", "p-1", "p-1"]
-    rows = rows[:2]
-    assert [r["messageId"] for r in rows] == [b"id0", b"id1"]
-    assert {r["topic"] for r in rows} == {"persistent://public/default/t-partition-2"}
+    assert [r["messageId"] for r in rows] == [m.message_id().serialize() for m in msgs[:4]]
+    assert {r["topic"] for r in rows} == {P}
     assert {r["partition"] for r in rows} == {2}
     assert rows[0]["publishTime"] == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=timezone.utc)
+    assert rows[1]["publishTime"] == datetime(2023, 11, 14, 22, 13, 20, 124000, tzinfo=timezone.utc)
     assert rows[0]["eventTime"] is None  # 0 means unset
     assert rows[1]["eventTime"] == datetime.fromtimestamp(1_600_000_000.456, timezone.utc)
     assert rows[0]["properties"] == [] and rows[1]["properties"] == [("k", "v")]
+
+
+def test_the_raw_layout_is_the_one_spark_is_told():
+    # DataSource.schema() hands Spark this DDL; the read tasks' batches must have exactly its columns.
+    assert RAW_SPARK_SCHEMA_DDL == ("key string, value binary, topic string, partition int, messageId binary, "
+                                    "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
+                                    "orderingKey string, producerName string")

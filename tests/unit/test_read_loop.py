@@ -9,11 +9,11 @@ import time
 import pulsar
 import pytest
 
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
-from pulsar_throttled_source.reading.range_entries import EntryMetadata
 from pulsar_throttled_source.reading.read import _read_messages
-from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 
 P = "persistent://public/default/t-partition-0"
 
@@ -75,7 +75,7 @@ def task(start: tuple[int, int], end: tuple[int, int], runs, poll_ms: int = 3_00
 
 
 def plain(position):  # every entry is an ordinary stored message
-    return EntryMetadata()
+    return EntryHeaders()
 
 
 def values(part: PartitionRange, reader: FakeReader, lookup=plain) -> list[bytes]:
@@ -87,7 +87,8 @@ def test_exactly_the_planned_entries_without_the_exclusive_start_or_the_next_bat
     reader = FakeReader([FakeMessage(5, e) for e in range(2, 9)])
     got = values(task((5, 2), (5, 5), ((5, 3, 3),)), reader)
     assert got == [b"5:3:-1", b"5:4:-1", b"5:5:-1"]
-    assert reader.queue[0].payload == b"5:6:-1" or reader.queue == []  # stopped at the end, not beyond
+    # Stopped at the end entry: the next batch's entries were never taken from the reader.
+    assert [m.payload for m in reader.queue] == [b"5:6:-1", b"5:7:-1", b"5:8:-1"]
 
 
 def test_every_message_of_a_batched_end_entry_is_read():
@@ -98,18 +99,18 @@ def test_every_message_of_a_batched_end_entry_is_read():
 
 def test_a_range_ending_on_a_transaction_marker_ends_without_waiting():
     # Entry 5:3 is a commit marker: the broker never dispatches it as a message.
-    lookups = {(5, 3): EntryMetadata(marker=True)}
+    lookups = {(5, 3): EntryHeaders(marker=True)}
     started = time.monotonic()
     got = values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, e) for e in range(3)]),
-                 lambda pos: lookups.get(pos, EntryMetadata()))
+                 lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:1:-1", b"5:2:-1"]
     assert time.monotonic() - started < 5  # one idle check, not pollTimeoutMs
 
 
 def test_aborted_entries_in_the_middle_are_skipped_and_the_rest_delivered():
-    lookups = {(5, 1): EntryMetadata(aborted=True), (5, 2): EntryMetadata(aborted=True)}
+    lookups = {(5, 1): EntryHeaders(aborted=True), (5, 2): EntryHeaders(aborted=True)}
     msgs = [FakeMessage(5, 0), FakeMessage(5, 3)]  # the broker filters aborted entries out
-    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryMetadata()))
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:3:-1"]
 
 
@@ -117,7 +118,7 @@ def test_a_planned_entry_that_is_no_longer_stored_is_data_loss_at_once():
     started = time.monotonic()
     with pytest.raises(DataLossError, match=r"5:2.*failOnDataLoss=false"):
         values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, 0), FakeMessage(5, 1)]),
-               lambda pos: None if pos >= (5, 2) else EntryMetadata())
+               lambda pos: None if pos >= (5, 2) else EntryHeaders())
     assert time.monotonic() - started < 5
 
 

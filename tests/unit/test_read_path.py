@@ -8,10 +8,10 @@ import logging
 import pytest
 
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.read_task import ClientConfig
 from pulsar_throttled_source.reading import read_path
 from pulsar_throttled_source.reading.native_library import NativeLibrary
 from pulsar_throttled_source.reading.native_reader import unsupported_settings
-from pulsar_throttled_source.reading.task import ClientConfig
 
 
 def config(read: str = "auto", client: tuple = (), reader: tuple = ()) -> ClientConfig:

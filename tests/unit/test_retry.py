@@ -9,8 +9,8 @@ import pulsar
 import pytest
 
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
+from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading import client_cache
-from pulsar_throttled_source.reading.task import ClientConfig, PartitionRange
 from pulsar_throttled_source.retry import (
     GaveUp,
     Outage,

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
+from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.allocation import (
     FIRST_READ_REASON,
     SHARE_REASON,
@@ -16,14 +18,7 @@ from pulsar_throttled_source.throttling.allocation import (
     proportional_shares,
 )
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.entry_values import EntryValues, LearnedEntries
-from pulsar_throttled_source.throttling.model import (
-    SOURCE_LEVEL,
-    TOPIC_LEVEL,
-    PartitionDemand,
-    QuotaConfig,
-    Rate,
-)
+from pulsar_throttled_source.throttling.model import SOURCE_LEVEL, TOPIC_LEVEL, PartitionDemand
 
 TOPIC = "persistent://public/default/t"
 

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
+from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.entry_values import EntryValues, LearnedEntries, LearnEntries
-from pulsar_throttled_source.throttling.model import (
-    Admission,
-    PartitionDemand,
-    QuotaConfig,
-    Rate,
-)
+from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
 from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
 
 TOPIC = "persistent://public/default/t"

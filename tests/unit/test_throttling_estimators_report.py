@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from pulsar_throttled_source.entry_values import EntryValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.entry_values import EntryValues
 from pulsar_throttled_source.throttling.estimators import SmoothedPublishRates
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,

@@ -2,7 +2,7 @@
 is handed and the bytes it is stored as, learned from the entries' own metadata (see
 metadata.entry_sizes) and priced piecewise between the entries looked up.
 
-Kept apart from the engine: the metadata layer builds these, the allocation only asks totals."""
+Below both layers that use it: metadata builds these, throttling's allocation only asks totals."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """What one read task carries from the driver to an executor: the planned entry range of one
 partition (`PartitionRange`) and how to connect (`ClientConfig`). Spark pickles them into each
-task, so everything a read needs travels inside; tokens never show in a repr."""
+task, so everything a read needs travels inside; tokens never show in a repr.
+
+Below planning (which builds them) and reading (which runs them), so neither imports the other."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from ..positions import EntryPosition
-from ..schemas.columns import ValueSchema
-from .range_entries import EntryRuns
+from .positions import EntryPosition, EntryRuns
+from .schemas.columns import ValueSchema
+from .shared_types import AdminEndpoint
 
 IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
 READ_PATHS = ("auto", "native", "python")
@@ -19,7 +21,8 @@ READ_PATHS = ("auto", "native", "python")
 
 @dataclass(frozen=True)
 class ClientConfig:
-    """How executors connect: travels to every task, never printed with its token."""
+    """How executors connect: travels to every task, never printed with its token. Built from the
+    options in one place, SourceOptions.read_task_config."""
 
     service_url: str
     client_kwargs: tuple[tuple[str, Any], ...]
@@ -28,10 +31,7 @@ class ClientConfig:
     poll_timeout_ms: int
     max_rows_per_batch: int
     # Read tasks look up the metadata of entries the reader never saw (chunks, markers) here.
-    admin_url: str = ""
-    admin_token: str | None = field(default=None, repr=False)
-    admin_tls_verify: bool | str = True
-    admin_timeout_ms: int = 30_000
+    admin: AdminEndpoint = AdminEndpoint()
     fail_on_data_loss: bool = True
     incomplete_chunk_wait_ms: int = 60_000
     private_key_path: str | None = None

@@ -1,0 +1,75 @@
+"""Value types more than one layer uses, kept below all of them (options -> metadata -> throttling ->
+planning -> reading) so that no layer imports a higher one for a type:
+- ``Rate``, ``QuotaConfig``, ``ThrottlingMode``: a quota as options parse it, broker policies report it
+  and the throttling engine applies it;
+- ``AdminEndpoint``: where and how to reach the admin API, for planning's sessions and read tasks';
+- ``DataLossError``: planned entries that are gone, raised by the planner and by read tasks;
+- ``redacted``: a URL without its password, for option values and quota-store errors.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+ThrottlingMode = Literal["precise", "batch"]
+
+
+@dataclass(frozen=True)
+class Rate:
+    """One level's limit per period. -1 means unlimited for that unit.
+
+    As in the Pulsar broker, any value <= 0 disables the limit for that unit (the broker
+    config uses 0 for "disabled"); options parsing rejects an explicit 0 before we get here.
+    """
+
+    msgs: int = -1
+    bytes: int = -1
+    period_s: int = 1
+    relative_to_publish_rate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.period_s < 1:
+            raise ValueError(f"period_s must be >= 1 second, got {self.period_s}")
+
+    def is_unlimited(self) -> bool:
+        return self.msgs <= 0 and self.bytes <= 0
+
+
+@dataclass(frozen=True)
+class QuotaConfig:
+    source: Rate  # source-wide level (one bucket per query)
+    mode: ThrottlingMode = "precise"
+    throttle_non_backlog: bool = True  # dispatchThrottlingOnNonBacklogConsumerEnabled
+    non_backlog_threshold_entries: int = 0
+    query_id: str = "query"  # names the source-wide bucket: the planner sets it to the query's identity
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("precise", "batch"):
+            raise ValueError(f"throttling mode must be 'precise' or 'batch', got {self.mode!r}")
+        if self.non_backlog_threshold_entries < 0:
+            raise ValueError(
+                "non_backlog_threshold_entries must be >= 0, "
+                f"got {self.non_backlog_threshold_entries}"
+            )
+
+
+@dataclass(frozen=True)
+class AdminEndpoint:
+    """Where and how to reach the admin REST API: built once from the options (SourceOptions.admin),
+    carried by every read task (ClientConfig.admin), opened by metadata.admin.PulsarAdmin."""
+
+    url: str = ""
+    token: str | None = field(default=None, repr=False)
+    tls_verify: bool | str = True  # False: no check; a path: the CA file to check against
+    timeout_ms: int = 30_000  # per request
+
+
+class DataLossError(RuntimeError):
+    """Planned entries are gone (retention, a deleted topic) and failOnDataLoss is true."""
+
+
+def redacted(url: str) -> str:
+    """The URL without its password (redis://user:secret@host -> redis://user:***@host)."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
