@@ -17,6 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .metadata.admin import PulsarAdmin
+from .metadata.admin_http import TopicNotFound
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
 from .offsets import SourceOffset
 from .options import EndSpec, SourceOptions, StartSpec
@@ -125,7 +126,13 @@ class PulsarBatchReader(DataSourceReader):
                                    on_topics=guard)
         try:
             check_message_order(o)
-            snap = catalog.snapshot(force=True)
+            try:
+                snap = catalog.snapshot(force=True)
+            except TopicNotFound as gone:
+                # failOnDataLoss does not apply: a deleted topic and a misspelt one look the same, and reading
+                # nothing from either would hide the mistake.
+                raise TopicNotFound(f"{gone} Options 'topic'/'topics' of a batch query name topics that exist (deleted "
+                                    "ones too: their messages are gone; failOnDataLoss=false does not skip them).") from None
             # As Kafka's source: a batch query reads from the beginning unless told otherwise.
             start = resolve_start(o.start if o.start.given else StartSpec("earliest"), snap, admin)
             end = resolve_end(o.end, snap, admin)
@@ -136,7 +143,7 @@ class PulsarBatchReader(DataSourceReader):
                     begin = "startingTime" if o.start.kind == "time" else "startingOffsets"
                     raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options '{begin}' "
                                      f"and '{o.end.option}' must give a start at or before the end.")
-            loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
+            loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss, batch_query=True)
             ranges = task_ranges(start, end, snap, o.max_entries_per_task, o.read_task_config(self.value_schema), loss.check_range)
             return bound_messages(ranges, start, end, *inside_entries(o))
         finally:
