@@ -39,6 +39,8 @@ def test_a_range_from_inside_one_batched_entry_to_inside_another(spark, broker, 
     expected = Counter(s.payload for s in sent if (s.partition == 0 and start0 <= s.position < end0)
                        or (s.partition == 1 and s.position >= start1))
     assert read_batch(spark, opts) == expected
+    # Arrow batches of 3 rows: an entry's messages arrive in several groups (the native path), each bounded.
+    assert read_batch(spark, {**opts, "maxRowsPerArrowBatch": "3"}) == expected
 
     # Both bounds inside one entry, and a batchIndex past the entry's last message (the whole entry).
     inside = json.dumps({p0: at((*entries[7], 2))}), json.dumps({p0: at((*entries[7], 6))})
