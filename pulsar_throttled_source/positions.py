@@ -47,6 +47,29 @@ class EntryPosition:
 
 BEFORE_EARLIEST = EntryPosition(-1, -1)
 
+
+@dataclass(frozen=True, order=True)
+class MessagePosition:
+    """A message inside an entry: batch index `batch_index` of entry ledger:entry (a message that is not
+    batched has index 0). What a batch query's startingOffsets/endingOffsets name with a "batchIndex"."""
+
+    ledger_id: int
+    entry_id: int
+    batch_index: int
+
+    @property
+    def entry(self) -> EntryPosition:
+        return EntryPosition(self.ledger_id, self.entry_id)
+
+    def bound(self) -> MessageBound:
+        return self.ledger_id, self.entry_id, self.batch_index
+
+    def __str__(self) -> str:
+        return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
+
+
 # (ledger id, entry id) as a plain tuple: what read tasks compare per message, where a dataclass costs too much.
 Position = tuple[int, int]
+# (ledger id, entry id, batch index): a read task's bound inside an entry (read_task.PartitionRange).
+MessageBound = tuple[int, int, int]
 EntryRuns = tuple[tuple[int, int, int], ...]  # a range's entries: (ledger id, first entry, count), in order

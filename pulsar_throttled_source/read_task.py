@@ -11,7 +11,7 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
-from .positions import EntryPosition, EntryRuns
+from .positions import EntryPosition, EntryRuns, MessageBound
 from .schemas.columns import ValueSchema
 from .shared_types import AdminEndpoint
 
@@ -47,7 +47,12 @@ class ClientConfig:
 @dataclass(frozen=True)
 class PartitionRange(InputPartition):
     """Entries after `start` up to and including `end` of one partition (one Spark task).
-    `runs` lists the planned entries ledger by ledger; None when planning could not see them."""
+    `runs` lists the planned entries ledger by ledger; None when planning could not see them.
+
+    A batch query's range may start or end inside a batched entry (startingOffsets/endingOffsets with a
+    batchIndex): its tasks still read whole entries, and drop the messages of entry `first_message[:2]`
+    before index `first_message[2]`, and those of entry `end_message[:2]` from index `end_message[2]` on.
+    Streams never set them: their ranges end on entry boundaries (positions.py)."""
 
     partition: str
     partition_index: int
@@ -56,10 +61,19 @@ class PartitionRange(InputPartition):
     entries: int
     config: ClientConfig
     runs: EntryRuns | None
+    first_message: MessageBound | None
+    end_message: MessageBound | None
 
     def __init__(self, partition: str, partition_index: int, start: EntryPosition, end: EntryPosition,
-                 entries: int, config: ClientConfig, runs: EntryRuns | None = None) -> None:
+                 entries: int, config: ClientConfig, runs: EntryRuns | None = None,
+                 first_message: MessageBound | None = None, end_message: MessageBound | None = None) -> None:
         # InputPartition wants a `value`; a frozen dataclass needs object.__setattr__.
         for name, value in (("partition", partition), ("partition_index", partition_index), ("start", start),
-                            ("end", end), ("entries", entries), ("config", config), ("runs", runs), ("value", None)):
+                            ("end", end), ("entries", entries), ("config", config), ("runs", runs),
+                            ("first_message", first_message), ("end_message", end_message), ("value", None)):
             object.__setattr__(self, name, value)
+
+    def inside_entries(self, first_message: MessageBound | None, end_message: MessageBound | None) -> PartitionRange:
+        """This range, starting and ending at these messages (None: on an entry boundary)."""
+        return PartitionRange(self.partition, self.partition_index, self.start, self.end, self.entries, self.config,
+                              self.runs, first_message, end_message)

@@ -60,6 +60,12 @@ class PulsarStreamReader(DataSourceStreamReader):
         if options.end.given:
             raise ValueError(f"Option '{options.end.option}' applies to batch queries (spark.read) only; a stream reads on as "
                              "messages arrive. Remove it, or read with spark.read to stop at the given positions.")
+        inside = options.start.inside_entries()
+        if inside:
+            # A stream's offsets (its batches' ends, a restart's start) are entries: a start inside one is not kept.
+            raise ValueError(f"Option 'startingOffsets' for partition {inside[0]}: a \"batchIndex\" (a position inside an "
+                             "entry) applies to batch queries (spark.read) only; a stream starts at an entry: remove "
+                             "batchIndex to start at the entry's first message.")
         self.options = options
         self.value_schema = value_schema  # how read tasks decode payloads (None: raw bytes)
         self._clock = clock

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..positions import EntryPosition
+from ..positions import EntryPosition, MessagePosition
 from ..shared_types import AdminEndpoint, QuotaConfig, Rate
 from ..topics import TopicName
 
@@ -30,9 +30,13 @@ class StartSpec:
 
     kind: Literal["earliest", "latest", "time", "positions"]
     time_ms: int | None = None
-    # partition -> first entry to read (inclusive), or "earliest"/"latest"
-    positions: tuple[tuple[str, EntryPosition | str], ...] = ()
+    # partition -> first entry (or, with a batchIndex, message) to read (inclusive), or "earliest"/"latest"
+    positions: tuple[tuple[str, EntryPosition | MessagePosition | str], ...] = ()
     given: bool = False  # startingOffsets or startingTime was set (a batch query defaults to earliest)
+
+    def inside_entries(self) -> list[str]:
+        """The partitions whose position names a message inside an entry (a batchIndex past 0)."""
+        return [p for p, v in self.positions if isinstance(v, MessagePosition) and v.batch_index > 0]
 
 
 @dataclass(frozen=True)
@@ -41,7 +45,8 @@ class EndSpec:
     or per-partition positions (the first entry not read)."""
 
     kind: Literal["latest", "time", "positions"]
-    positions: tuple[tuple[str, EntryPosition | str], ...] = ()
+    # partition -> first entry (or, with a batchIndex, message) not read, or "latest"
+    positions: tuple[tuple[str, EntryPosition | MessagePosition | str], ...] = ()
     given: bool = False  # endingOffsets or endingTime was set (only a batch query may set them)
     time_ms: int | None = None
 

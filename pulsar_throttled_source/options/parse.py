@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 
-from ..positions import EntryPosition
+from ..positions import EntryPosition, MessagePosition
 from ..shared_types import QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
@@ -175,7 +175,8 @@ def end_spec(opts: Opts) -> EndSpec:
     return EndSpec("positions", positions=tuple(_start_position(p, v, "endingOffsets") for p, v in spec.items()), given=True)
 
 
-def _start_position(partition: str, value: object, option: str = "startingOffsets") -> tuple[str, EntryPosition | str]:
+def _start_position(partition: str, value: object,
+                    option: str = "startingOffsets") -> tuple[str, EntryPosition | MessagePosition | str]:
     name = str(TopicName.parse(partition, option))
     words = ("earliest", "latest") if option == "startingOffsets" else ("latest",)
     if isinstance(value, str) and value.lower() in words:
@@ -183,13 +184,21 @@ def _start_position(partition: str, value: object, option: str = "startingOffset
     if isinstance(value, int) and value in (-2, -1)[-len(words):]:  # Kafka-style shorthands: -2 earliest, -1 latest
         return name, "earliest" if value == -2 else "latest"
     allowed = " / ".join(f'"{w}"' for w in words)
+    where = f"Option '{option}' for partition {name}"
+    # A batchIndex names a message inside a batched entry, as a Pulsar message id does (pulsar-spark's positions).
+    batch_index = value.get("batchIndex") if isinstance(value, dict) else None
+    entry_part = {k: v for k, v in value.items() if k != "batchIndex"} if isinstance(value, dict) else value
     try:
-        position = EntryPosition.from_json(value, f"Option '{option}' for partition {name}")
+        position = EntryPosition.from_json(entry_part, where)
     except ValueError as e:
-        raise ValueError(f"{e}; or {allowed}.") from None
+        raise ValueError(f"{e}; or {allowed}. A position may add \"batchIndex\": <int> (a message inside a batched entry).") from None
     if position.entry_id < 0 or position.ledger_id < 0:
-        raise ValueError(f"Option '{option}' for partition {name}: ledgerId and entryId must be >= 0 (or {allowed}).")
-    return name, position
+        raise ValueError(f"{where}: ledgerId and entryId must be >= 0 (or {allowed}).")
+    if batch_index is None:
+        return name, position
+    if not isinstance(batch_index, int) or isinstance(batch_index, bool) or batch_index < 0:
+        raise ValueError(f"{where}: batchIndex must be an integer >= 0 (the message's index in its batched entry), got {batch_index!r}.")
+    return name, MessagePosition(position.ledger_id, position.entry_id, batch_index)
 
 
 def throttling_mode(opts: Opts) -> str:

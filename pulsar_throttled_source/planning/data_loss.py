@@ -19,9 +19,10 @@ log = logging.getLogger(__name__)
 
 
 class DataLossPolicy:
-    def __init__(self, subscription: str, durable_subscription: bool, fail_on_data_loss: bool) -> None:
+    def __init__(self, subscription: str, durable_subscription: bool, fail_on_data_loss: bool, batch_query: bool = False) -> None:
         self._subscription = subscription
         self._durable = durable_subscription
+        self._batch = batch_query  # a batch query's loss is its start, given by the user, not a checkpoint
         self._fail = fail_on_data_loss
         self._warned: set[tuple[str, object]] = set()
 
@@ -44,11 +45,15 @@ class DataLossPolicy:
         after, before = lost
         message = (f"Data loss in {partition}: the entries after {after} and before {before} are no longer stored "
                    "(retention expired, or the topic was truncated or recreated)."
-                   + ("" if self._durable else
+                   + ("" if self._durable or self._batch else
                       f" Ledger {after.ledger_id} is deleted, so whether it held entries after {after} is unknown;"
                       " durableSubscription=true keeps unread entries and tells the two apart."))
+        if self._batch:
+            message += (" The batch query's range (options 'startingOffsets' or 'startingTime', and 'endingOffsets' or "
+                        "'endingTime') starts before the oldest stored entry.")
         if self._fail:
-            raise DataLossError(message + " Set failOnDataLoss=false to continue from the oldest stored entry.")
+            raise DataLossError(message + " Set failOnDataLoss=false to continue from the oldest stored entry"
+                                + (" (or start at 'earliest')." if self._batch else "."))
         if (partition, after) not in self._warned:
             self._warned.add((partition, after))
             log.warning("%s Continuing from %s because failOnDataLoss=false.", message, before)

@@ -10,7 +10,7 @@ from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
 from ..offsets import SourceOffset
 from ..options import StartSpec
-from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..positions import BEFORE_EARLIEST, EntryPosition, MessagePosition
 from ..topics import TopicName
 
 
@@ -43,14 +43,15 @@ def _start_positions(start: StartSpec, snap: CatalogSnapshot, admin: PulsarAdmin
         elif value == "latest":
             out[p] = snap.readable_end(p)
         else:
-            assert isinstance(value, EntryPosition)
-            # A user position is the first entry to read; offsets hold the last entry read.
+            assert isinstance(value, EntryPosition | MessagePosition)
+            # A user position is the first entry to read (a message's: its entry, whole; the read task
+            # drops what comes before the message); offsets hold the last entry read.
             out[p] = EntryPosition(value.ledger_id, value.entry_id - 1)
     return out
 
 
-def known_positions(option: str, positions: tuple[tuple[str, EntryPosition | str], ...],
-                    snap: CatalogSnapshot) -> dict[str, EntryPosition | str]:
+def known_positions(option: str, positions: tuple[tuple[str, EntryPosition | MessagePosition | str], ...],
+                    snap: CatalogSnapshot) -> dict[str, EntryPosition | MessagePosition | str]:
     """An offsets option's positions by partition; a partition the query does not read is an error naming it."""
     given = dict(positions)
     unknown = [p for p in given if p not in snap.layouts]

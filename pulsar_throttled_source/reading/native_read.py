@@ -11,6 +11,7 @@ the batch size in the message id, asking the broker only when the id does not ca
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -37,15 +38,43 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
     decoder = decoder_for(part.partition, cfg) if cfg.value_schema is not None else None
     last_pos = progress.start
     skip = False
+    window: tuple[int, int] | None = None
     in_end_entry = False
     idle_ms = 0
     deleted = False
 
-    def batch() -> pa.RecordBatch:
+    # Rows of the batch being filled that a bounded first entry does not own: [from, to), dropped at export
+    # (the library only truncates the batch's tail; a zero-copy slice drops rows before the tail).
+    dropped: list[tuple[int, int]] = []
+
+    def batches() -> Iterator[pa.RecordBatch]:
         exported = reader.export()
         if decoder is None:
-            return exported.to_batch(part.partition, part.partition_index)
-        return decode_native_batch(exported, decoder, part.partition, part.partition_index)
+            out = exported.to_batch(part.partition, part.partition_index)
+        else:
+            out = decode_native_batch(exported, decoder, part.partition, part.partition_index)
+        kept = 0
+        for lo, hi in dropped:
+            if lo > kept:
+                yield out.slice(kept, lo - kept)
+            kept = hi
+        dropped.clear()
+        if kept < out.num_rows:
+            yield out.slice(kept)
+
+    def bound(g: Any, lo: int, hi: int) -> int:
+        """Keep only the group's messages of batch indexes [lo, hi); the batch's rows after it."""
+        first, rows = max(g.batch_index, 0), g.rows - g.rows_before  # a group's messages are consecutive indexes
+        keep_from = g.rows_before + min(max(lo - first, 0), rows)
+        keep_to = g.rows_before + min(max(hi - first, 0), rows)
+        if keep_to <= keep_from:
+            reader.truncate(g.rows_before)
+            return int(g.rows_before)
+        if keep_to < g.rows:
+            reader.truncate(keep_to)
+        if keep_from > g.rows_before:
+            dropped.append((g.rows_before, keep_from))
+        return keep_to
 
     def more_in_entry(complete: int) -> bool:
         """Whether messages of the entry just read may follow (-1: the id did not say; ask the broker)."""
@@ -69,13 +98,15 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
                     reader.truncate(g.rows_before)  # the range is done: these rows are the next micro-batch's
                     break
                 skip = verdict
+                window = progress.window(position, first)
                 in_end_entry = position == progress.last_entry
                 last_pos = position
             if skip:
                 reader.truncate(g.rows_before)
                 continue
-            if g.rows >= limit:
-                yield batch()
+            rows = g.rows if window is None else bound(g, *window)
+            if rows >= limit:
+                yield from batches()
             if account is not None and account.cursor.exhausted:
                 more_of_end_batch = in_end_entry and batch_index >= 0 and more_in_entry(complete)
                 settled = not more_of_end_batch and account.settled()
@@ -91,5 +122,5 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
     except PartitionDeleted:
         deleted = True
     if reader.rows:
-        yield batch()
+        yield from batches()
     progress.report(deleted)

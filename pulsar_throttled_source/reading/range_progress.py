@@ -34,6 +34,15 @@ class RangeProgress:
                                                                     "wait" if cfg.private_key_path else "fail")
         self.account = RangeAccount(part.runs, lookups, undecryptable) if part.runs is not None else None
         self._owed_since: float | None = None  # when the range's end was reached with chunked messages still owed
+        # A batch query's bounds inside an entry (read_task.PartitionRange): entry -> the batch indexes [lo, hi) read.
+        self.windows: dict[Position, tuple[int, int]] = {}
+        if part.first_message is not None:
+            ledger, entry, index = part.first_message
+            self.windows[(ledger, entry)] = (index, 1 << 31)
+        if part.end_message is not None:
+            ledger, entry, index = part.end_message
+            lo, _ = self.windows.get((ledger, entry), (0, 0))
+            self.windows[(ledger, entry)] = (lo, index)
 
     def done(self, settled: bool) -> bool:
         """Whether to stop: the range owes nothing more, or its owed chunked messages timed out."""
@@ -62,6 +71,11 @@ class RangeProgress:
             # The next range's message, read while waiting for owed ones (or the range is done).
             return None if self.done(account.settled()) else True
         return key <= self.start
+
+    def window(self, position: Position, first_chunk: Position | None) -> tuple[int, int] | None:
+        """The batch indexes [lo, hi) the range reads of this entry (a message that is not batched is index 0);
+        None: all of them. Entries are whole in a range but its first and last may be bounded (batch queries)."""
+        return self.windows.get(first_chunk if first_chunk is not None else position) if self.windows else None
 
     def idle(self, idle_ms: int, last_pos: Position) -> bool:
         """Nothing arrived for `idle_ms`: True when the range is done (what is left never comes as

@@ -132,6 +132,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     # saves two native calls per message on batched topics.
     prev_index = -2
     skip = False
+    window: tuple[int, int] | None = None
     in_end_entry = False
     publish_ms = 0
     producer = ""
@@ -168,6 +169,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 if verdict is None:
                     break  # the range is done: this message belongs to the next micro-batch
                 skip = verdict
+                window = progress.window(position, first)
                 in_end_entry = position == last_entry
                 last_pos = position
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
@@ -179,16 +181,19 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
             prev_index = index
             if skip:
                 continue
-            # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
-            add_msg(msg)
-            # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
-            add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
-            add_publish(publish_ms)
-            add_producer(producer)
-            if len(rows) >= limit:
-                yield columns.to_batch(part.partition, part.partition_index)
-                columns = new_columns()
-                rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
+            # A message of a bounded first or last entry outside the range's batch indexes is not read, but
+            # still ends the range below when it is the entry's last.
+            if window is None or window[0] <= max(index, 0) < window[1]:
+                # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
+                add_msg(msg)
+                # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
+                add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
+                add_publish(publish_ms)
+                add_producer(producer)
+                if len(rows) >= limit:
+                    yield columns.to_batch(part.partition, part.partition_index)
+                    columns = new_columns()
+                    rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
             if cursor_exhausted:
                 assert account is not None
                 # The end entry's batch may hold more messages: has_message_available() says so

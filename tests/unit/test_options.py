@@ -260,3 +260,18 @@ def test_one_mapping_from_the_options_to_a_read_task_and_its_admin_sessions():
     finally:
         for s in sessions:
             s.close()
+
+
+def test_a_position_inside_an_entry_names_its_batch_index():
+    from pulsar_throttled_source.positions import MessagePosition
+
+    o = parse(startingOffsets='{"orders-partition-0": {"ledgerId": 5, "entryId": 3, "batchIndex": 4}}',
+              endingOffsets='{"orders-partition-0": {"ledgerId": 5, "entryId": 9, "batchIndex": 0}}')
+    assert dict(o.start.positions) == {"persistent://public/default/orders-partition-0": MessagePosition(5, 3, 4)}
+    assert o.start.inside_entries() == ["persistent://public/default/orders-partition-0"]
+    assert dict(o.end.positions) == {"persistent://public/default/orders-partition-0": MessagePosition(5, 9, 0)}
+    for bad in ('-1', '"2"', 'true', '1.5'):
+        with pytest.raises(ValueError, match=r"'startingOffsets' for partition .*: batchIndex must be an integer >= 0"):
+            parse(startingOffsets=f'{{"orders-partition-0": {{"ledgerId": 5, "entryId": 3, "batchIndex": {bad}}}}}')
+    with pytest.raises(ValueError, match=r"'endingOffsets' for partition .*expected an object .*batchIndex"):
+        parse(endingOffsets='{"orders-partition-0": {"ledgerId": 5, "batch": 3}}')

@@ -179,3 +179,21 @@ def test_a_reader_error_a_retry_cannot_fix_fails_at_once():
     with pytest.raises(pulsar.AuthorizationError):
         values(task((5, -1), (5, 0), ((5, 0, 1),), poll_ms=60_000), reader)
     assert reader.asked == 1
+
+
+@pytest.mark.parametrize("runs", [((5, 1, 3),), None], ids=["planned", "unplanned"])
+def test_a_range_starting_and_ending_inside_batched_entries_reads_exactly_its_messages(runs):
+    # Entries 5:1..5:3 of 4 messages each; the range is 5:1:2 (inclusive) .. 5:3:1 (exclusive).
+    msgs = [FakeMessage(5, e, i) for e in range(0, 5) for i in range(4)]
+    part = task((5, 0), (5, 3), runs).inside_entries((5, 1, 2), (5, 3, 1))
+    assert values(part, FakeReader(msgs)) == [b"5:1:2", b"5:1:3", *(f"5:2:{i}".encode() for i in range(4)), b"5:3:0"]
+
+
+def test_a_range_inside_one_entry_and_an_unbatched_bound_entry():
+    msgs = [FakeMessage(5, 0, i) for i in range(6)] + [FakeMessage(5, 1)]
+    assert values(task((5, -1), (5, 0), ((5, 0, 1),)).inside_entries((5, 0, 1), (5, 0, 4)), FakeReader(msgs)) == \
+        [b"5:0:1", b"5:0:2", b"5:0:3"]
+    # A message that is not batched is index 0: a start past it skips it, an end past it reads it.
+    single = [FakeMessage(5, e) for e in range(4)]
+    assert values(task((5, -1), (5, 2), ((5, 0, 3),)).inside_entries((5, 0, 1), (5, 2, 1)), FakeReader(single)) == \
+        [b"5:1:-1", b"5:2:-1"]
