@@ -13,8 +13,8 @@ from test_throttling_engine import demand as engine_demand
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.trigger_floor import TriggerFloor
-from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.store import MemoryQuotaStore
 
 
