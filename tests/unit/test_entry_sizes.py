@@ -99,6 +99,7 @@ def test_entries_of_varying_batches_within_a_window_are_all_counted():
 def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     admin = FakeAdmin([10] * 40)
     counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.new_plan()  # as the planner does: a plan over few partitions waits for its lookups
     counts.learner(P0, backlog_after(-1, 40))(50, 0.0)
     counts.learner(P0, backlog_after(4, 40))(50, 0.0)  # five entries read: five more to learn
     assert sorted(admin.lookups) == [(5, e) for e in range(HEAD_CHUNK + 5)]
@@ -142,6 +143,7 @@ def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     later = counts.learner(partitions[-1], backlog_after(499, 1000))(10, 0.0).msgs
     assert later.exact == () and later.per_entry == 1.0 and later.total(10) == 10
     gone = EntrySizes(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
+    gone.new_plan()
     assert gone.learner(P0, backlog_after(-1, 10))(10, 0.0).msgs.exact == (1, 1, 1)
 
 
@@ -172,6 +174,7 @@ def test_a_background_lookup_that_failed_is_asked_again_when_needed():
 
     admin = Flaky([10] * 300)
     counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)
     counts.new_plan()
@@ -190,6 +193,7 @@ def test_a_byte_quota_is_priced_by_the_stored_size_of_the_entries_it_admits():
         read = sum(sizes[start + 1:start + 1 + admitted])
         assert quota - 2_000 < read <= quota, (start, quota, read)
     unknown = EntrySizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
+    unknown.new_plan()
     assert unknown.learner(P0, backlog_after(-1, 100))(0.0, 1_000).bytes.total(10) == 1_000  # ledger average
 
 
