@@ -54,7 +54,7 @@ class _Transient(AdminError):
         self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
 
 
-POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + entry_sizes.CONCURRENT_LOOKUPS + the planning thread
+POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + entry_lookups.CONCURRENT_LOOKUPS + the planning thread
 
 
 class _OwnerRedirectSession(requests.Session):

@@ -8,6 +8,7 @@ interval, a paused query) the thread stops after one more fetch, and the next ca
 value older than the thread would have let it grow waits for a fresh one, as a first call does.
 A failed background fetch is not reported from the thread: the next call fetches itself, so the
 error (after the admin layer's retries) surfaces from a planning call, with its own message.
+The clock and the thread's way of waiting for a time are injectable, so tests move time themselves.
 """
 
 from __future__ import annotations
@@ -18,17 +19,22 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+# Called holding the condition, as Condition.wait is: returns by the deadline (a time of the clock),
+# or earlier when the condition is notified (a fetch done, stop()).
+WaitUntil = Callable[[threading.Condition, float], object]
 STALE_SLACK_S = 0.5  # what a value may be older than the thread keeps it before a call waits for a fresh one
 
 
 class BackgroundRefresh(Generic[T]):
     def __init__(self, fetch: Callable[[float], T], interval_s: float, name: str,
-                 clock: Callable[[], float] = time.monotonic, in_background: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, in_background: bool = True,
+                 wait_until: WaitUntil | None = None) -> None:
         self._fetch = fetch  # called with the time it starts (a snapshot records it)
         self._interval = interval_s
         self._in_background = in_background  # False: a stale value is fetched again by the call (fake clocks)
         self._name = name
         self._clock = clock
+        self._wait_until = wait_until or self._wait_real
         self._state = threading.Condition()  # guards the fields below
         self._fetching = threading.Lock()  # one fetch at a time, from the thread or a waiting call
         self._value: T | None = None
@@ -38,6 +44,12 @@ class BackgroundRefresh(Generic[T]):
         self._thread: threading.Thread | None = None
         self._failed = False  # the last background fetch failed: the next call fetches itself
         self._stopped = False
+
+    @property
+    def refreshing(self) -> bool:
+        """Whether the background thread runs (it announces its end on the condition it waits on)."""
+        with self._state:
+            return self._thread is not None
 
     def get(self, force: bool = False) -> T:
         """The newest value; fetched now when forced, when there is none, or when it is older than a
@@ -81,19 +93,24 @@ class BackgroundRefresh(Generic[T]):
     def _run(self) -> None:
         while True:
             with self._state:
-                while not self._stopped and (wait := self._fetched_at + self._interval - self._clock()) > 0:
-                    self._state.wait(wait)
+                while not self._stopped and self._clock() < (due := self._fetched_at + self._interval):
+                    self._wait_until(self._state, due)
                 # Nobody asked since about the last fetch: the query paused; stop until it asks again.
                 idle = self._clock() - self._asked_at > self._interval + self._fetch_s + STALE_SLACK_S
                 if self._stopped or idle:
                     self._thread = None
+                    self._state.notify_all()  # whoever waits for the thread to end (tests)
                     return
             try:
                 self._fetch_now(None)
             except Exception:
                 with self._state:
                     self._failed, self._thread = True, None
+                    self._state.notify_all()
                 return
+
+    def _wait_real(self, condition: threading.Condition, deadline: float) -> None:
+        condition.wait(deadline - self._clock())
 
     def stop(self) -> None:
         with self._state:

@@ -23,7 +23,7 @@ def drain(admin: FakeAdmin, quota: float, windows: int, start: int = -1) -> list
         admitted = entries_holding(estimate, quota)
         read.append(sum(admin.counts[start + 1:start + 1 + admitted]))
         counts.prefetch(P0, backlog, admitted)
-        for lookup in list(counts._pending[P0].values()):  # what runs while the batch runs
+        for lookup in counts.under_way(P0):  # what runs while the batch runs
             lookup.exception()
         start += admitted
     counts.close()

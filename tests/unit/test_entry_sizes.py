@@ -4,20 +4,13 @@ entry lookups the way the broker does (per-entry headers)."""
 from __future__ import annotations
 
 import random
-import threading
-import time
+from concurrent.futures import Executor, Future, wait
 
-from pulsar_throttled_source.metadata.entry_sizes import (
-    ESTIMATE_REFRESH_S,
-    EXACT_AHEAD,
-    HEAD_CHUNK,
-    LOOKUPS_PER_PLAN,
-    REFINE_LOOKUPS,
-    SAMPLES,
-    WAIT_ALL_UP_TO,
-    EntrySizes,
-)
+from pulsar_throttled_source.metadata.entry_estimates import ESTIMATE_REFRESH_S
+from pulsar_throttled_source.metadata.entry_lookups import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
+from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
 from pulsar_throttled_source.metadata.layout import PartitionLayout
+from pulsar_throttled_source.metadata.window_pricing import EXACT_AHEAD, HEAD_CHUNK, REFINE_LOOKUPS, SAMPLES
 from pulsar_throttled_source.positions import EntryPosition
 
 P0 = "persistent://public/default/t-partition-0"
@@ -106,10 +99,11 @@ def test_entries_of_varying_batches_within_a_window_are_all_counted():
 def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     admin = FakeAdmin([10] * 40)
     counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.new_plan()  # as the planner does: a plan over few partitions waits for its lookups
     counts.learner(P0, backlog_after(-1, 40))(50, 0.0)
     counts.learner(P0, backlog_after(4, 40))(50, 0.0)  # five entries read: five more to learn
     assert sorted(admin.lookups) == [(5, e) for e in range(HEAD_CHUNK + 5)]
-    assert set(counts._known[P0]) == {(5, e) for e in range(5, HEAD_CHUNK + 5)}
+    assert set(counts.lookups.known(P0)) == {(5, e) for e in range(5, HEAD_CHUNK + 5)}
 
 
 def test_the_same_question_over_the_same_entries_is_answered_without_work_until_more_is_known():
@@ -124,7 +118,7 @@ def test_the_same_question_over_the_same_entries_is_answered_without_work_until_
     assert len(admin.lookups) == asked  # everything it needed was known
     assert again == first and again.msgs.total(100) == 1_000 and again.msgs.total(110) == 1_300
     counts.prefetch(P0, backlog, 150)  # a batch planned up to entry 150: its next window is looked up
-    for future in list(counts._pending[P0].values()):
+    for future in counts.under_way(P0):
         future.result()
     counts.new_plan()
     informed = counts.learner(P0, backlog)(5_000, 0.0)  # what became known is used, not the old answer
@@ -149,6 +143,7 @@ def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     later = counts.learner(partitions[-1], backlog_after(499, 1000))(10, 0.0).msgs
     assert later.exact == () and later.per_entry == 1.0 and later.total(10) == 10
     gone = EntrySizes(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
+    gone.new_plan()
     assert gone.learner(P0, backlog_after(-1, 10))(10, 0.0).msgs.exact == (1, 1, 1)
 
 
@@ -158,7 +153,7 @@ def test_the_next_window_is_looked_up_in_the_background_once_a_batch_is_planned(
     counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)  # the batch admitted ten entries
-    for lookup in counts._pending[P0].values():  # what runs while the batch runs
+    for lookup in counts.under_way(P0):  # what runs while the batch runs
         lookup.result()
     asked = len(admin.lookups)
     assert {(5, e) for e in range(10, 10 + EXACT_AHEAD)} <= set(admin.lookups)
@@ -179,6 +174,7 @@ def test_a_background_lookup_that_failed_is_asked_again_when_needed():
 
     admin = Flaky([10] * 300)
     counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)
     counts.new_plan()
@@ -197,44 +193,70 @@ def test_a_byte_quota_is_priced_by_the_stored_size_of_the_entries_it_admits():
         read = sum(sizes[start + 1:start + 1 + admitted])
         assert quota - 2_000 < read <= quota, (start, quota, read)
     unknown = EntrySizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
+    unknown.new_plan()
     assert unknown.learner(P0, backlog_after(-1, 100))(0.0, 1_000).bytes.total(10) == 1_000  # ledger average
 
 
-class SlowAdmin(FakeAdmin):
-    """Answers entries from `slow_from` on only once `answer` is set (a busy broker)."""
+class BusyBroker(Executor):
+    """The lookup pool of a busy broker: entries from `slow_from` on are answered only when
+    answer() is called; the others at once. No threads, so nothing to wait for but the test."""
 
-    def __init__(self, counts: list[int], slow_from: int) -> None:
-        super().__init__(counts)
+    def __init__(self, slow_from: int) -> None:
         self.slow_from = slow_from
-        self.answer = threading.Event()
+        self.held: list[tuple[Future, object, tuple]] = []
 
-    def entry_headers(self, partition, ledger_id: int, entry_id: int) -> dict[str, str] | None:
-        if entry_id >= self.slow_from:
-            self.answer.wait(10)
-        return super().entry_headers(partition, ledger_id, entry_id)
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        if args[-1] >= self.slow_from:  # (topic, ledger, entry): held until answer()
+            self.held.append((future, fn, args))
+        else:
+            future.set_result(fn(*args))
+        return future
+
+    def answer(self) -> None:
+        for future, fn, args in self.held:
+            future.set_result(fn(*args))  # type: ignore[operator]
+        self.held.clear()
+
+
+class FakeTime:
+    """A clock that moves only when a lookup is waited for: waiting on an unanswered one takes
+    the whole time it was allowed (the broker answers no sooner)."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wait(self, future: Future, timeout: float | None) -> bool:
+        if not future.done():
+            assert timeout is not None, "a plan that waits for all its lookups waited on one never answered"
+            self.now += timeout
+        return future.done()
 
 
 def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_further_than_known():
-    admin = SlowAdmin([10] * 100, slow_from=100)
-    sizes = EntrySizes(admin, wait_s=0.1)  # type: ignore[arg-type]
+    admin = FakeAdmin([10] * 100)
+    broker, clock = BusyBroker(slow_from=100), FakeTime()
+    sizes = EntrySizes(admin, wait_s=0.1, clock=clock, waiter=clock.wait, pool=lambda: broker)  # type: ignore[arg-type]
     try:
         sizes.new_plan(partitions=WAIT_ALL_UP_TO)  # a few partitions: all lookups are waited for
         learned = sizes.learner(P0, backlog_after(49, 100))(50, 0.0)
         assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 6
-        admin.slow_from = 69  # the first chunk (50-65) is known: of the next, 66-68 come fast
+        broker.slow_from = 69  # the first chunk (50-65) is known: of the next, 66-68 come fast
         sizes.new_plan(partitions=WAIT_ALL_UP_TO + 1)  # many: no longer than the deadline
-        t0 = time.monotonic()
+        t0 = clock.now
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
-        assert time.monotonic() - t0 < 1.0  # the deadline, not the broker
+        assert clock.now - t0 <= 0.1  # the deadline, not the broker
         assert learned.msgs is not None and learned.msgs.exact == (10,) * 19 and learned.reach == 19
-        admin.answer.set()  # the answers come in while the batch runs
-        time.sleep(0.2)
+        broker.answer()  # the answers come in while the batch runs
         sizes.new_plan(partitions=WAIT_ALL_UP_TO + 1)
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
         assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 21  # 200 messages, and one more
         assert len(set(admin.lookups)) == len(admin.lookups)  # nothing asked twice
     finally:
-        admin.answer.set()
+        broker.answer()
         sizes.close()
 
 
@@ -246,7 +268,8 @@ def test_an_estimate_is_the_last_learned_figure_of_the_partition_or_its_topic_an
     try:
         sizes.new_plan()
         assert sizes.estimate(P0, backlog_after(9, 50)) is None  # nothing known yet ...
-        wait_for(lambda: sizes.estimate(P0, backlog_after(9, 50)) is not None)  # ... its newest entry is looked up
+        wait(sizes.under_way(P0))  # ... its newest entry is looked up in the background
+        assert sizes.estimate(P0, backlog_after(9, 50)) is not None
         assert (5, 49) in admin.lookups
         estimate = sizes.estimate(P0, backlog_after(9, 50))
         assert estimate is not None and estimate.msgs is not None and estimate.msgs.per_entry == 4.0
@@ -258,15 +281,19 @@ def test_an_estimate_is_the_last_learned_figure_of_the_partition_or_its_topic_an
         assert len([a for a in admin.lookups[asked:] if a != (5, 49)]) == 0
         clock[0] += ESTIMATE_REFRESH_S  # the producer has batched 9 per entry since: seen once sampled
         sizes.new_plan()
-        wait_for(lambda: (e := sizes.estimate(P0, backlog_after(9, 100))) is not None and e.msgs is not None
-                 and e.msgs.per_entry == 9.0)
+        sizes.estimate(P0, backlog_after(9, 100))  # due: samples the newest entry in the background
+        wait(sizes.under_way(P0))
+        estimate = sizes.estimate(P0, backlog_after(9, 100))
+        assert estimate is not None and estimate.msgs is not None and estimate.msgs.per_entry == 9.0
         assert (5, 99) in admin.lookups
     finally:
         sizes.close()
 
 
-def wait_for(condition, timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
+def test_the_real_waiter_gives_up_at_its_timeout_and_takes_a_cancelled_lookup_as_answered():
+    unanswered, answered, cancelled = Future(), Future(), Future()
+    answered.set_result({})
+    cancelled.cancel()
+    assert not wait_for_answer(unanswered, 0.0)  # the deadline has come: left to a later call
+    assert wait_for_answer(answered, 0.0) and wait_for_answer(answered, None)
+    assert wait_for_answer(cancelled, None)  # closed: asked again by the planning call itself
