@@ -12,7 +12,10 @@ them, and counts:
 each per delivered entry, beside an unthrottled drain of the same backlog (the baseline: one read per
 entry). Target: precise mode's extra reads at most 10 % of the entries it delivers.
 
-    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10]
+    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10] [--spark]
+
+With --spark the drains run as Spark streaming queries (local[2]) instead of in this process, so read
+tasks run in Spark's Python workers (entry lookups are not counted then).
 """
 
 from __future__ import annotations
@@ -106,12 +109,36 @@ def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, 
     return delivered, messages, lookups, time.monotonic() - t
 
 
+def drain_with_spark(spark: object, broker: LocalBroker, topic: str, options: dict[str, str], work: Path,
+                     messages: int) -> tuple[int, float]:
+    """The same drain as a Spark streaming query (local[2], a 200 ms processing-time trigger, a memory
+    sink): the read tasks run in Spark's Python workers, where a task finds the reader its
+    partition's previous task parked only when Spark gives it the same worker. Messages and seconds."""
+    name = f"bookie_reads_{time.time_ns()}"
+    reader = spark.readStream.format("pulsar-throttled")  # type: ignore[attr-defined]
+    for key, value in {"service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
+                       "startingOffsets": "earliest", "metadataRefreshIntervalMs": "200",
+                       "quotaStatePath": str(work / f"quota-{time.time_ns()}.sqlite"), **options}.items():
+        reader = reader.option(key, value)
+    t = time.monotonic()
+    query = reader.load().writeStream.format("memory").queryName(name).trigger(processingTime="200 milliseconds").start()
+    try:
+        while (count := spark.table(name).count()) < messages:  # type: ignore[attr-defined]
+            if time.monotonic() - t > 600:
+                raise RuntimeError(f"the query did not finish: {count} of {messages} messages")
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    return count, time.monotonic() - t
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--entries", type=int, default=600, help="entries per partition")
     parser.add_argument("--batch", type=int, default=10, help="messages per entry")
     parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="run only these (repeatable)")
+    parser.add_argument("--spark", action="store_true", help="drain with a Spark streaming query (local[2]) instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="bench-bookie-reads-"))
@@ -124,16 +151,29 @@ def main(argv: list[str] | None = None) -> int:
         entries = sum(int(s["numberOfEntries"]) for s in admin.partitioned_internal_stats(topic).values())
         print(f"backlog: {entries:,} entries, {total_messages:,} messages of 100 B on {args.partitions} partitions")
         rows = []
+        spark = None
+        if args.spark:
+            from pyspark.sql import SparkSession
+
+            spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+                     .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+            spark.sparkContext.setLogLevel("ERROR")
         for name in args.scenario or list(SCENARIOS):
             admin.unload_topic(topic)  # the broker's entry cache goes with the topic: every entry is read from the bookie again
             time.sleep(1.0)
             before = storage_reads(broker.admin_url)
-            delivered, messages, lookups, seconds = drain(broker, str(topic), SCENARIOS[name], work, entries)
+            if spark is not None:  # the planner's lookups are not counted here (the driver's session is Spark's)
+                messages, seconds = drain_with_spark(spark, broker, str(topic), SCENARIOS[name], work, total_messages)
+                delivered, lookups = entries, 0
+            else:
+                delivered, messages, lookups, seconds = drain(broker, str(topic), SCENARIOS[name], work, entries)
             reads = storage_reads(broker.admin_url) - before
             rows.append((name, delivered, messages, reads, lookups, seconds))
             print(f"{name}: {delivered:,} entries ({messages:,} messages) in {seconds:.1f} s; bookie entry reads {reads:,.0f} "
                   f"({reads / delivered:.2f} per entry); entry lookups {lookups:,} ({lookups / delivered:.2f} per entry)", flush=True)
         admin.close()
+        if spark is not None:
+            spark.stop()
     baseline = next((r for r in rows if r[0] == "unthrottled"), None)
     print("\nscenario | delivered entries | bookie reads per entry | extra reads vs unthrottled | lookups per entry")
     for name, delivered, _, reads, lookups, _ in rows:
