@@ -96,7 +96,8 @@ class PulsarBatchReader(DataSourceReader):
                                      f"and '{o.end.option}' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss)
             ranges: Sequence[InputPartition] = task_ranges(starts, ends, snap, o.max_entries_per_task,
-                                                           client_config(o, self.value_schema), loss.check_range)
+                                                           client_config(o, self.value_schema), loss.check_range,
+                                                           loss.partitions_gone)
             return ranges
         finally:
             catalog.close()

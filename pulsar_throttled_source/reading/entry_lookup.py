@@ -42,10 +42,23 @@ class EntryLookup:
 
     def partition_gone(self) -> bool:
         """Whether the partition was deleted after planning: its first planned entry is not stored
-        (one HEAD, which also warms the broker's cache for the read), and neither is the topic."""
+        (one HEAD, which also warms the broker's cache for the read), and neither is the topic, or
+        (a partition a reader's reconnect re-created empty: broker topic auto-creation) the
+        partitioned topic it belonged to."""
         assert self._part.runs
         ledger, first, _ = self._part.runs[0]
-        return self((ledger, first)) is None and not self._api().topic_is_stored(self._topic())
+        if self((ledger, first)) is not None:
+            return False
+        topic, api = self._topic(), self._api()
+        if not api.topic_is_stored(topic):
+            return True
+        if topic.partition_index < 0:
+            return False
+        try:
+            api.partition_count(topic.base)
+        except TopicNotFound:
+            return True
+        return False
 
     def range_gone(self) -> bool:
         """Whether every planned entry is gone: the range's last planned entry is no longer stored
