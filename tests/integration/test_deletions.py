@@ -42,7 +42,9 @@ def test_a_topic_deleted_while_its_backlog_is_read_under_a_quota(spark, broker, 
                           **{"pulsar.reader.receiverQueueSize": "5"})
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="200 milliseconds")
     try:
-        wait_until(lambda: sum(_rows_of(sink, b"gone").values()) >= 100, 90, what="the backlog being read")
+        # A query that ended before the deletion (a loaded machine: a Python worker that never started) says why.
+        wait_until(lambda: not q.isActive or sum(_rows_of(sink, b"gone").values()) >= 100, 90, what="the backlog being read")
+        assert q.isActive, f"the query ended before the deletion: {q.exception()}"
         with sink.lock:
             last_done = max(sink.batches)
         deleted_at = time.monotonic()
