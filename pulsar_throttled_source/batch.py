@@ -144,7 +144,8 @@ class PulsarBatchReader(DataSourceReader):
                     raise ValueError(f"Partition {p}: the start ({first}) is after the end ({last}): options '{begin}' "
                                      f"and '{o.end.option}' must give a start at or before the end.")
             loss = DataLossPolicy(o.subscription, False, o.fail_on_data_loss, batch_query=True)
-            ranges = task_ranges(start, end, snap, o.max_entries_per_task, o.read_task_config(self.value_schema), loss.check_range)
+            ranges = task_ranges(start, end, snap, o.max_entries_per_task, o.read_task_config(self.value_schema), loss.check_range,
+                                 loss.partitions_gone)
             return bound_messages(ranges, start, end, *inside_entries(o))
         finally:
             catalog.close()

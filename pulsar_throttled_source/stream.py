@@ -280,7 +280,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
             self.data_loss.check_range(partition, layout, s, e, proofs.get(partition))
         return task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task,
-                           self._client_config(), check)
+                           self._client_config(), check, self.data_loss.partitions_gone)
 
     def _client_config(self) -> ClientConfig:
         return self.options.read_task_config(self.value_schema)

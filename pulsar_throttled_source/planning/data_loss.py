@@ -63,6 +63,11 @@ class DataLossPolicy:
         gone = [p for p in starts if p not in snap.layouts]
         if not gone:
             return starts
+        self.partitions_gone(gone)
+        return {p: s for p, s in starts.items() if p in snap.layouts}
+
+    def partitions_gone(self, gone: list[str]) -> None:
+        """Partitions that no longer exist (their topic was deleted): fail naming the topics, or warn once."""
         if self._fail:
             # After a deletion nobody can tell whether unread messages went with it, so the
             # safe answer is to stop (as Spark's Kafka source does), naming what vanished.
@@ -74,4 +79,3 @@ class DataLossPolicy:
             if ("gone", p) not in self._warned:
                 self._warned.add(("gone", p))
                 log.warning("Partition %s no longer exists; the query continues without it (failOnDataLoss=false).", p)
-        return {p: s for p, s in starts.items() if p in snap.layouts}

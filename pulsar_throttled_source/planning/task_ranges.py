@@ -22,22 +22,32 @@ LossCheck = Callable[[str, PartitionLayout, EntryPosition, EntryPosition], None]
 
 
 def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
-                max_entries_per_task: int, config: ClientConfig, check_loss: LossCheck) -> list[PartitionRange]:
+                max_entries_per_task: int, config: ClientConfig, check_loss: LossCheck,
+                on_gone: Callable[[list[str]], None]) -> list[PartitionRange]:
     """The read tasks of the entries after `start` up to and including `end` (a partition `start`
-    does not name is read from its beginning)."""
+    does not name is read from its beginning). `on_gone(partitions)`: planned partitions the snapshot
+    no longer holds (their topic was deleted since the plan); it raises (failOnDataLoss) or they get
+    no task."""
     out: list[PartitionRange] = []
-    starts = start.positions
-    for partition, e in end.positions.items():
+    starts, ends = start.positions, end.positions
+    gone = [p for p, e in ends.items() if e > starts.get(p, BEFORE_EARLIEST) and p not in snap.layouts]
+    if gone:
+        # A task without the layout would be planned "without an entry list": no deletion check,
+        # and a reader on a deleted partition waits out pollTimeoutMs (or re-creates it, topic auto-creation).
+        on_gone(gone)
+    for partition, e in ends.items():
         s = starts.get(partition, BEFORE_EARLIEST)
-        if e <= s:
+        if e <= s or partition in gone:
             continue
-        layout = snap.layouts.get(partition)
+        layout = snap.layouts[partition]
         index = TopicName.parse(partition).partition_index
-        if layout is not None:
-            # A batch re-run after a restart was planned on an older layout: entries of it deleted
-            # since are not in this one, so they are reported here, as planning would.
-            check_loss(partition, layout, s, e)
-        if layout is None or layout.latest < e:
+        # A batch re-run after a restart was planned on an older layout, or the topic was deleted (and
+        # maybe re-created empty by a reader's reconnect) since the plan: entries of it deleted since
+        # are not in this one, so they are reported here, as planning would.
+        check_loss(partition, layout, s, e)
+        if layout.first is None or e < layout.first:
+            continue  # none of the range is stored (the loss was reported): nothing would ever arrive
+        if layout.latest < e:
             # Planned on a newer layout than this snapshot shows: read without an entry list.
             out.append(PartitionRange(partition, index, s, e, -1, config))
             continue

@@ -42,11 +42,21 @@ class EntryLookup:
                 admin.close()
 
     def partition_gone(self) -> bool:
-        """Whether the partition was deleted after planning: the broker does not hold the topic (its
-        internal stats, metadata only; asking for an entry would cost a bookie read per task, a tenth
-        of what a throttled query at 10 entries a window reads: bench/bookie_reads.py)."""
+        """Whether the partition was deleted after planning: the broker does not hold the topic, or (a
+        partition a reader's reconnect re-created empty: broker topic auto-creation) the partitioned
+        topic it belonged to is gone. Metadata only: asking for an entry would cost a bookie read per
+        task, a tenth of what a throttled query at 10 entries a window reads (bench/bookie_reads.py)."""
         assert self._part.runs
-        return not self._api().topic_is_stored(self._topic())
+        topic, api = self._topic(), self._api()
+        if not api.topic_is_stored(topic):
+            return True
+        if topic.partition_index < 0:
+            return False
+        try:
+            api.partition_count(topic.base)
+        except TopicNotFound:
+            return True
+        return False
 
     def range_gone(self) -> bool:
         """Whether every planned entry is gone: the range's last planned entry is no longer stored

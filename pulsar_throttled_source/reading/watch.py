@@ -37,7 +37,7 @@ def unless_gone(call: Callable[[], Any], gone: Callable[[], bool] | None, watch:
         try:
             return call()
         except Exception as e:
-            if client_error_transient(e) and is_gone():
+            if may_be_deleted(e) and is_gone():
                 raise PartitionDeleted(PartitionDeleted.WHY) from e
             raise
     if not watch:
@@ -62,11 +62,19 @@ def unless_gone(call: Callable[[], Any], gone: Callable[[], bool] | None, watch:
                 raise PartitionDeleted(PartitionDeleted.WHY)
         if "error" in outcome:
             error = outcome["error"]
-            if client_error_transient(error) and is_gone():
+            if may_be_deleted(error) and is_gone():
                 raise PartitionDeleted(PartitionDeleted.WHY) from error
             raise error
         return outcome["value"]
     return watched
+
+
+def may_be_deleted(error: BaseException) -> bool:
+    """A client error a deleted topic may cause: those of a broker that is not ready for the topic
+    (retried), and TopicNotFound (a reader opened once the partitioned topic's metadata is gone)."""
+    import pulsar
+
+    return client_error_transient(error) or isinstance(error, pulsar.TopicNotFound)
 
 
 def _close_when_done(finished: threading.Event, outcome: dict[str, Any]) -> None:

@@ -81,3 +81,15 @@ def test_an_admin_api_that_cannot_answer_is_not_taken_for_a_deletion(monkeypatch
     release = threading.Event()
     threading.Timer(0.1, release.set).start()
     assert watch.unless_gone(lambda: release.wait(5) and "opened", unreachable)() == "opened"
+
+
+def test_topic_not_found_opening_a_reader_is_a_deletion_once_the_range_is_gone():
+    """A reader opened once the partitioned topic's metadata is gone fails with TopicNotFound at once:
+    reported as the deletion (failOnDataLoss decides), not as an error that fails the query either way."""
+    def opening() -> None:
+        raise pulsar.TopicNotFound("Cannot open a reader on orders-partition-1")
+
+    with pytest.raises(PartitionDeleted):
+        watch.unless_gone(opening, lambda: True)()
+    with pytest.raises(pulsar.TopicNotFound):
+        watch.unless_gone(opening, lambda: False)()
