@@ -145,13 +145,7 @@ def start_spec(opts: Opts) -> StartSpec:
     text = str(opts.get(BY_NAME["startingOffsets"].key) or BY_NAME["startingOffsets"].default).strip()
     if text.lower() in ("earliest", "latest"):
         return StartSpec(text.lower(), given=values.is_set(opts, "startingOffsets"))  # type: ignore[arg-type]
-    try:
-        spec = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"Option 'startingOffsets': not 'earliest', 'latest' or valid JSON ({e.msg} at position {e.pos}); "
-                         "expected e.g. {\"persistent://public/default/t-partition-0\": {\"ledgerId\": 12, \"entryId\": 0}}.") from None
-    if not isinstance(spec, dict) or not spec:
-        raise ValueError("Option 'startingOffsets': the JSON must be a non-empty object mapping partition topic names to positions.")
+    spec = _positions_json("startingOffsets", text, "'earliest', 'latest'", 0)
     return StartSpec("positions", positions=tuple(_start_position(partition, value) for partition, value in spec.items()), given=True)
 
 
@@ -165,14 +159,20 @@ def end_spec(opts: Opts) -> EndSpec:
     text = str(opts.get(BY_NAME["endingOffsets"].key) or BY_NAME["endingOffsets"].default).strip()
     if text.lower() == "latest":
         return EndSpec("latest", given=given)
+    spec = _positions_json("endingOffsets", text, "'latest'", 40)
+    return EndSpec("positions", positions=tuple(_start_position(p, v, "endingOffsets") for p, v in spec.items()), given=True)
+
+
+def _positions_json(option: str, text: str, keywords: str, example_entry: int) -> dict[str, object]:
+    """startingOffsets' or endingOffsets' JSON: a non-empty object of partition names to positions."""
     try:
         spec = json.loads(text)
     except json.JSONDecodeError as e:
-        raise ValueError(f"Option 'endingOffsets': not 'latest' or valid JSON ({e.msg} at position {e.pos}); "
-                         "expected e.g. {\"persistent://public/default/t-partition-0\": {\"ledgerId\": 12, \"entryId\": 40}}.") from None
+        raise ValueError(f"Option '{option}': not {keywords} or valid JSON ({e.msg} at position {e.pos}); expected e.g. "
+                         f"{{\"persistent://public/default/t-partition-0\": {{\"ledgerId\": 12, \"entryId\": {example_entry}}}}}.") from None
     if not isinstance(spec, dict) or not spec:
-        raise ValueError("Option 'endingOffsets': the JSON must be a non-empty object mapping partition topic names to positions.")
-    return EndSpec("positions", positions=tuple(_start_position(p, v, "endingOffsets") for p, v in spec.items()), given=True)
+        raise ValueError(f"Option '{option}': the JSON must be a non-empty object mapping partition topic names to positions.")
+    return spec
 
 
 def _start_position(partition: str, value: object,
