@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .entry_lookups import position_at
 from .layout import Backlog
 
 GRID = 64  # entries of a ledger checked: those whose id is a multiple of this (and each ledger's first)
@@ -53,7 +54,7 @@ class AlikeStretches:
                 self.forget(partition)
                 return None
             assert first[1] is not None
-            stretch = self._stretches[partition] = _Stretch(first[0], first[1], _position(backlog, 0))
+            stretch = self._stretches[partition] = _Stretch(first[0], first[1], position_at(backlog, 0))
             until = 0
         checks = _checks(backlog, until, _window_end(backlog.entries, stretch, msgs, size))
         value = (stretch.msgs, stretch.bytes)
@@ -63,10 +64,10 @@ class AlikeStretches:
                 if last is None:
                     self.forget(partition)
                     return None
-                stretch.until = _position(backlog, index - 1)
+                stretch.until = position_at(backlog, index - 1)
                 return {0: value, index - 1: value, index: last}
             until = index
-        stretch.until = _position(backlog, until)
+        stretch.until = position_at(backlog, until)
         return {0: value, until: value}
 
     @staticmethod
@@ -127,8 +128,3 @@ def _like_its_ledger(backlog: Backlog, index: int, entry: tuple[float, float | N
         return False
     average = backlog.entries_between(index, index + 1)[0][2]
     return average > 0 and abs(stored - average) <= LIKE_LEDGER * average
-
-
-def _position(backlog: Backlog, index: int) -> Position:
-    ledger, entry, _ = backlog.entries_between(index, index + 1)[0]
-    return (ledger, entry)
