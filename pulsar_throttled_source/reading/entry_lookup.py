@@ -50,13 +50,7 @@ class EntryLookup:
         topic, api = self._topic(), self._api()
         if not api.topic_is_stored(topic):
             return True
-        if topic.partition_index < 0:
-            return False
-        try:
-            api.partition_count(topic.base)
-        except TopicNotFound:
-            return True
-        return False
+        return topic.partition_index >= 0 and _partitioned_topic_gone(api, topic)
 
     def range_gone(self) -> bool:
         """Whether every planned entry is gone: the range's last planned entry is no longer stored
@@ -78,11 +72,7 @@ class EntryLookup:
                 raise
         # The broker cannot answer for the partition (being deleted, or brought back empty by a reader's
         # reconnect): the partitioned topic it belonged to is gone when its metadata is.
-        try:
-            self._quick.partition_count(topic.base)
-        except TopicNotFound:
-            return True
-        return False
+        return _partitioned_topic_gone(self._quick, topic)
 
     def _topic(self) -> TopicName:
         return TopicName.parse(self._part.partition)
@@ -93,3 +83,12 @@ class EntryLookup:
 
             self._admin = PulsarAdmin.for_read_task(self._part.config)
         return self._admin
+
+
+def _partitioned_topic_gone(api: PulsarAdmin, partition: TopicName) -> bool:
+    """Whether the partitioned topic `partition` belongs to has no metadata any more (deleted)."""
+    try:
+        api.partition_count(partition.base)
+    except TopicNotFound:
+        return True
+    return False
