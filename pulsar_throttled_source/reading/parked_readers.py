@@ -35,6 +35,7 @@ class ParkedReaders:
         self._clock = clock
         self._timers = timers  # False in tests driving the clock by hand
         self._lock = threading.Lock()
+        self._sweeper: threading.Thread | None = None  # one per cache, while readers are parked
         self._parked: dict[Hashable, tuple[Any, EntryPosition, float]] = {}
         weakref.finalize(self, _close_all, self._parked).atexit = False
 
@@ -49,11 +50,22 @@ class ParkedReaders:
             self._parked[key] = (reader, ended_at, now)
             while len(self._parked) > MAX_PARKED:
                 closing.append(self._parked.pop(next(iter(self._parked)))[0])  # the longest parked
+            if self._timers and self._sweeper is None:
+                self._sweeper = threading.Thread(target=self._sweep_until_empty, name="pulsar-parked-readers", daemon=True)
+                self._sweeper.start()
         _close(closing)
-        if self._timers:
-            timer = threading.Timer(PARK_S + 0.1, self.sweep)
-            timer.daemon = True
-            timer.start()
+
+    def _sweep_until_empty(self) -> None:
+        """The timer: closes each reader once it has waited PARK_S, and ends when none is parked (a
+        thread per park would be several per partition and second at a throttled query's pace)."""
+        while True:
+            with self._lock:
+                if not self._parked:
+                    self._sweeper = None
+                    return
+                oldest = min(since for _, _, since in self._parked.values())
+            time.sleep(max(0.01, oldest + PARK_S - self._clock()))
+            self.sweep()
 
     def sweep(self) -> None:
         """Close the readers parked for PARK_S or longer."""
