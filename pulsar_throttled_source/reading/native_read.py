@@ -109,11 +109,12 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: En
                 yield from batches()
             if account is not None and account.cursor.exhausted:
                 more_of_end_batch = in_end_entry and batch_index >= 0 and more_in_entry(complete)
-                settled = not more_of_end_batch and account.settled()
-                if not more_of_end_batch and progress.done(settled):
-                    # Stopped right after the range's last message, owing nothing: the reader can go on.
-                    reader.ended_exactly = in_end_entry and settled
-                    break
+                if not more_of_end_batch:
+                    settled = account.settled()
+                    if progress.done(settled):
+                        # Stopped right after the range's last message, owing nothing: the reader can go on.
+                        reader.ended_exactly = in_end_entry and settled
+                        break
             if account is None and in_end_entry and (batch_index < 0 or not more_in_entry(complete)):
                 reader.ended_exactly = True
                 break
