@@ -76,7 +76,7 @@ class PartitionCatalog:
         self._stats: dict[str, PublishStats] = {}
         self._stats_at = 0.0
         self._clock = clock
-        self._on_topics = on_topics  # sees each refresh's topics before any is planned (schema checks)
+        self._on_topics = on_topics  # sees each refresh's topics before any is planned, after their layouts (schema checks)
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
         self._transactions: bool | None = None  # whether the broker runs a transaction coordinator
         self._max_read: dict[str, EntryPosition] = {}
@@ -97,13 +97,16 @@ class PartitionCatalog:
         stats: dict[str, PublishStats] = {}
         with_stats = self._with_stats and (not self._stats or now - self._stats_at >= self._stats_refresh_s)
         topics = self._current_topics()
-        if self._on_topics is not None:
-            self._on_topics(topics)
         # On a broker with transactions (or before that is known), each topic's stats come with its
         # layouts: their open-transaction counts say whose max read position must be asked.
         with_txn_counts = self._transactions is not False
         # Topics are asked about a few at a time: at 100 topics, one after the other is 100 round trips.
         outcomes = self._each(lambda topic: self._fetch_topic(topic, with_stats, with_txn_counts), topics)
+        if self._on_topics is not None:
+            # After the layouts: a producer registers its schema before it writes, so a schema found
+            # missing here was missing for every entry these layouts hold (asked before the layouts,
+            # a producer connecting in between wrote entries of a schema never checked).
+            self._on_topics(topics)
         open_transactions: dict[str, int | None] = {}
         for topic, outcome in zip(topics, outcomes, strict=True):
             if isinstance(outcome, TopicNotFound):

@@ -238,3 +238,27 @@ def test_publish_stats_are_asked_every_refresh_only_when_rates_must_be_live():
         assert sum(c.startswith("partitioned_stats") for c in admin.calls) == expected
         assert sum(c.startswith("partitioned_internal_stats") for c in admin.calls) == 5  # layouts: every refresh
         assert snap.fetched_at == 140.0 and snap.stats_at == (140.0 if refresh_s == 0 else 130.0)
+
+
+def test_topics_are_checked_after_their_layouts_so_a_producer_connecting_between_is_seen():
+    """A pattern query's schema check (on_topics) sees a topic's schema as of after its layout was
+    read: a producer registers its schema before it writes, so nothing the snapshot holds was
+    written under a schema the check did not see (it once ran first and let such entries through)."""
+    admin, clock = FakeAdmin(), Clock()
+    schemas: dict[str, str] = {}
+    admin.partitions[f"{NS}/p-json"] = 0
+    read_layout = admin.internal_stats
+
+    def producer_connects_and_writes(topic: TopicName) -> dict:
+        schemas[str(topic)] = "JSON"  # registered at connect, before the entry the layout shows
+        return read_layout(topic)
+    admin.internal_stats = producer_connects_and_writes  # type: ignore[method-assign]
+
+    def check(topics: list[TopicName]) -> None:
+        wrong = [str(t) for t in topics if schemas.get(str(t)) == "JSON"]
+        if wrong:
+            raise ValueError(f"schema JSON on {wrong}")
+    cat = PartitionCatalog(admin, (), re.compile(f"{NS}/p-.*"), "public/default", 1_000, False, clock,  # type: ignore[arg-type]
+                           on_topics=check)
+    with pytest.raises(ValueError, match="p-json"):
+        cat.snapshot()
