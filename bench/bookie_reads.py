@@ -12,7 +12,7 @@ them, and counts:
 each per delivered entry, beside an unthrottled drain of the same backlog (the baseline: one read per
 entry). Target: precise mode's extra reads at most 10 % of the entries it delivers.
 
-    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10] [--spark]
+    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10] [--varied] [--spark]
 
 With --spark the drains run as Spark streaming queries (local[2]) instead of in this process, so read
 tasks run in Spark's Python workers (entry lookups are not counted then).
@@ -62,18 +62,23 @@ SCENARIOS: dict[str, dict[str, str]] = {
 }
 
 
-def produce(service_url: str, topic: TopicName, partitions: int, entries: int, batch: int) -> None:
+def produce(service_url: str, topic: TopicName, partitions: int, entries: int, batch: int, varied: bool = False) -> None:
     """`entries` entries of `batch` x 100 B messages on each partition (a producer per partition, as
-    a keyed producer's batches land)."""
+    a keyed producer's batches land). `varied`: entries of batch/2 .. 3*batch/2 messages instead, as a
+    live producer's batches closed by its publish delay rather than by a full batch."""
+    import random
+
     import pulsar
 
     client = pulsar.Client(service_url, logger=quiet_logger())
+    sizes = random.Random(32)
     for index in range(partitions):
-        producer = client.create_producer(str(topic.partition(index)), batching_enabled=True, batching_max_messages=batch,
+        producer = client.create_producer(str(topic.partition(index)), batching_enabled=True, batching_max_messages=2 * batch,
                                           batching_max_publish_delay_ms=1000, block_if_queue_full=True)
-        for _ in range(entries * batch):
-            producer.send_async(b"x" * 100, None)
-        producer.flush()
+        for _ in range(entries):
+            for _ in range(sizes.randint(max(1, batch // 2), batch * 3 // 2) if varied else batch):
+                producer.send_async(b"x" * 100, None)
+            producer.flush()  # closes the batch, as the publish delay would
         producer.close()
     client.close()
 
@@ -137,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=2)
     parser.add_argument("--entries", type=int, default=600, help="entries per partition")
     parser.add_argument("--batch", type=int, default=10, help="messages per entry")
+    parser.add_argument("--varied", action="store_true", help="entries of batch/2 .. 3*batch/2 messages (time-closed batches)")
     parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="run only these (repeatable)")
     parser.add_argument("--spark", action="store_true", help="drain with a Spark streaming query (local[2]) instead")
     args = parser.parse_args(argv)
@@ -146,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         admin = TopicAdmin(broker.admin_url)
         topic = TopicName.parse(f"bench-bookie-reads-{time.time_ns()}")
         admin.create_partitioned_topic(topic, args.partitions)
-        total_messages = args.partitions * args.entries * args.batch
-        produce(broker.service_url, topic, args.partitions, args.entries, args.batch)
+        produce(broker.service_url, topic, args.partitions, args.entries, args.batch, args.varied)
         entries = sum(int(s["numberOfEntries"]) for s in admin.partitioned_internal_stats(topic).values())
-        print(f"backlog: {entries:,} entries, {total_messages:,} messages of 100 B on {args.partitions} partitions")
+        total_messages = sum(int(s["msgInCounter"]) for s in admin.partitioned_stats(topic).values())
+        print(f"backlog: {entries:,} entries, {total_messages:,} messages of 100 B on {args.partitions} partitions"
+              f"{' (varied batches)' if args.varied else ''}")
         rows = []
         spark = None
         if args.spark:

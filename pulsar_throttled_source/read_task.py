@@ -39,6 +39,9 @@ class ClientConfig:
     crypto_failure_action: str = "fail"
     value_schema: ValueSchema | None = None  # the topic schema payloads are decoded with (None: raw bytes)
     read_path: str = "auto"  # option readPath: one of READ_PATHS
+    # A reader's receiver queue holds 1/read_ahead_share of its range (reading.client_cache): 16 under
+    # quotas, which protect the bookies from reads past the range; 1 unthrottled, for read speed.
+    read_ahead_share: int = 1
 
     def cache_key(self) -> tuple[Any, ...]:
         return (self.service_url, self.client_kwargs, self.auth_token)

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
     from ..schemas.columns import ValueSchema
 
 QuotaSource = Literal["options", "broker", "both"]
+# Under quotas a read task's reader asks the broker for a sixteenth of its range at a time, which
+# bounds what the broker reads past the range (reading.client_cache.receiver_queue_for).
+THROTTLED_READ_AHEAD_SHARE = 16
 
 
 class Secret(str):
@@ -120,7 +123,8 @@ class SourceOptions:
                             self.max_rows_per_arrow_batch, admin=self.admin, fail_on_data_loss=self.fail_on_data_loss,
                             incomplete_chunk_wait_ms=self.incomplete_chunk_wait_ms, private_key_path=self.private_key_path,
                             public_key_path=self.public_key_path, crypto_failure_action=self.crypto_failure_action,
-                            value_schema=value_schema, read_path=self.read_path)
+                            value_schema=value_schema, read_path=self.read_path,
+                            read_ahead_share=THROTTLED_READ_AHEAD_SHARE if self.throttled else 1)
 
     @property
     def has_option_quotas(self) -> bool:

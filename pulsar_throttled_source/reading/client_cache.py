@@ -30,18 +30,34 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAX_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while a large range is converted
-# pulsar-client 3.x holds a permit for every chunk of a message until the whole message arrives, so a
-# queue shorter than a chunked message's chunks never receives it: 64 chunks is a 320 MB message at
-# the broker's default 5 MB maxMessageSize (a larger one needs pulsar.reader.receiverQueueSize).
-MIN_RECEIVER_QUEUE = 64
+# The client drops the entry a reader starts after (an exclusive start) without giving its permit
+# back (pulsar-client-cpp ConsumerImpl::messageReceived, "Ignoring message from before the
+# startMessageId"): a queue of 1 would never be refilled.
+MIN_RECEIVER_QUEUE = 2
+# An encrypted batch a reader cannot decrypt (cryptoFailureAction consume or discard) is handed over,
+# or dropped, as one message, and gives one permit back for the batch's many: the broker must read
+# the range while its first permits last, so such a reader keeps the range-deep queue it had
+# before the read-ahead bound (ranges of at most 100 entries are read in one broker read).
+UNDECRYPTED_MIN_QUEUE = 64
 
 
 def receiver_queue_for(part: PartitionRange) -> int:
-    """The permits a task's reader gives the broker: the range's entry count, within [64, 10,000]. The
-    broker reads as many entries as a consumer has permits (up to 100 per read) whatever they hold,
-    so a deeper queue has it read entries past the range from the bookies only for the task to drop
-    them, several times the entries a throttled query delivers at small quotas (bench/README.md, "Figures behind the code")."""
-    return max(MIN_RECEIVER_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
+    """The permits a task's reader gives the broker: its range's entries over the query's
+    read_ahead_share (16 under quotas, else 1), within [2, 10,000].
+
+    The broker reads ahead of what the task has consumed, as many entries as the reader has permits
+    (up to 100 per read) whatever they hold; what it read past the range's end is read again from
+    the bookies by the next range's task unless that task finds this reader parked (the same
+    worker process: about half the time under Spark). A sixteenth of the range bounds that to about
+    6 % of the entries a throttled query delivers (bench/README.md, "bookie_reads.py"); an
+    unthrottled query keeps the range-deep queue, as a shallower one makes the broker read a
+    heavily batched topic a few entries at a time. A chunked message needs no deeper queue: the
+    client gives a permit back for each chunk it buffers (pulsar-client-cpp since 3.4; test_chunked
+    reads messages of more chunks than the queue)."""
+    cfg = part.config
+    if cfg.crypto_failure_action != "fail":
+        return max(UNDECRYPTED_MIN_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
+    return max(MIN_RECEIVER_QUEUE, min(MAX_RECEIVER_QUEUE, -(-part.entries // max(1, cfg.read_ahead_share))))
 
 
 def python_client(config: ClientConfig) -> Any:

@@ -25,6 +25,7 @@ from streaming import Collected, identity, sent_identity, source_options, start_
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.reading.client_cache import receiver_queue_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -107,6 +108,33 @@ def test_chunked_messages_exactly_once_whatever_cuts_the_ranges(spark, broker, a
         assert len(tasks) > 10 and max(t.entries for t in tasks) <= 2, [t.entries for t in tasks]
     else:
         assert len(sink.batches) > 3, f"{case}: the ranges were not cut at all ({len(sink.batches)} batches)"
+
+
+@pytest.mark.parametrize("read_path", ["python", "native"])
+def test_messages_of_more_chunks_than_the_reader_queue(spark, broker, admin, pulsar_client, tmp_path, unique, read_path):
+    """A task's receiver queue is a sixteenth of its range (issue 32: the broker reads ahead by the
+    queue), far fewer permits than a long chunked message has chunks: the client gives a permit back
+    for each chunk it buffers, so the message still arrives, once."""
+    topic = create_topic(admin, f"chunked-long-{unique}-{read_path}", 0)
+    producer = chunked_producer(pulsar_client, topic)
+    try:
+        sent = []
+        for i in range(3):
+            sent += produce(pulsar_client, topic, 2, prefix=f"single-{i}")
+            body = f"long-{i}-".encode().ljust(MAX_MESSAGE_SIZE * 10 + i, b"c")  # 11 chunks
+            mid = producer.send(body, properties={"i": str(i)})
+            sent.append(Sent(body, None, {"i": str(i)}, mid.partition(), mid.serialize(),
+                             (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
+    finally:
+        producer.close()
+    assert chunks_of_last_message(admin, topic) == 11
+    opts = source_options(broker, topic, startingOffsets="earliest", readPath=read_path, quotaStatePath=tmp_path / "q.sqlite")
+    reader = AdmissionControlStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
+    tasks = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), ReadAllAvailable()))
+    assert [receiver_queue_for(t) for t in tasks] == [3], [t.entries for t in tasks]  # 39 entries: 3 permits
+    sink = Collected()
+    run_available_now(spark, opts, tmp_path / "cp", sink)
+    assert_exactly_once(sink.rows, sent)
 
 
 def test_chunked_restart_after_three_throttled_batches(spark, broker, admin, pulsar_client, tmp_path, unique):

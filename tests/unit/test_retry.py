@@ -8,6 +8,7 @@ import time
 import pulsar
 import pytest
 
+from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading import client_cache
@@ -169,7 +170,7 @@ def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_cl
     part = _part(10_000)
     assert client_cache.open_reader(part, "earliest") == "reader"
     assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client
-    assert client.opened[0][2] == {"receiver_queue_size": 64, "reader_name": "r"}  # the range's 3 entries, at least 64
+    assert client.opened[0][2] == {"receiver_queue_size": 3, "reader_name": "r"}  # the range's 3 entries (unthrottled)
     warnings = [r.getMessage() for r in caplog.records]
     assert "(ConnectError); retry 1 in 0.5 s (waiting up to pollTimeoutMs=10000 ms)" in warnings[0]
     assert "retry 2 in 1.0 s" in warnings[1]
@@ -198,11 +199,32 @@ def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
     assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
 
 
-def test_a_reader_asks_the_broker_for_its_range_entries_only():
-    """Issue 32: the broker reads as many entries as the reader has permits; permits beyond the range
-    make it read entries from the bookies that the task drops."""
-    config = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100)
+def test_a_throttled_reader_asks_the_broker_for_a_sixteenth_of_its_range_at_a_time():
+    """Issue 32: the broker reads as many entries as the reader has permits, ahead of what the task has
+    consumed; what it read past the range is read again when the next task misses the parked reader."""
+    throttled = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100, read_ahead_share=16)
+    unthrottled = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100)
+
+    def part(entries: int, config: ClientConfig) -> PartitionRange:
+        return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, config)
+    sizes = (0, 1, 32, 33, 500, 160_000, 2_000_000)
+    assert [client_cache.receiver_queue_for(part(n, throttled)) for n in sizes] == [2, 2, 2, 3, 32, 10_000, 10_000]
+    assert [client_cache.receiver_queue_for(part(n, unthrottled)) for n in sizes] == [2, 2, 32, 33, 500, 10_000, 10_000]
+
+
+def test_only_a_throttled_query_reads_ahead_by_a_sixteenth():
+    def share(**options: str) -> int:
+        opts = parse_options({"service.url": "pulsar://b:6650", "admin.url": "http://b:8080", "topic": "t", **options})
+        return opts.read_task_config(None).read_ahead_share
+    assert share() == 1
+    assert share(dispatchThrottlingRatePerTopicInMsg="100") == 16
+    assert share(quotaSource="broker") == 16
+
+
+def test_a_reader_that_may_get_undecrypted_batches_keeps_a_range_deep_queue():
+    """An undecrypted batch gives one permit back for its many messages: a shallow queue would stall."""
+    config = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100, crypto_failure_action="consume")
 
     def part(entries: int) -> PartitionRange:
         return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, config)
-    assert [client_cache.receiver_queue_for(part(n)) for n in (0, 7, 64, 500, 10_000, 2_000_000)] == [64, 64, 64, 500, 10_000, 10_000]
+    assert [client_cache.receiver_queue_for(part(n)) for n in (0, 64, 500, 2_000_000)] == [64, 64, 500, 10_000]
