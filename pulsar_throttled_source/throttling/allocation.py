@@ -120,7 +120,9 @@ def new_plan(
         # values price what is charged.)
         learned = demand.learn_entries(min(msg_quotas, default=0.0) if reason is None else 0.0,
                                        min(byte_quotas, default=0.0) if reason is None else 0.0)
-    known_msgs = learned.msgs if msg_quotas and learned.msgs is not None and learned.msgs.per_entry is not None else None
+    # Precise mode counts what the entries hold wherever they were looked up (for a byte quota too),
+    # so a plan's messages, charged and reported, are never its entry count under another name.
+    known_msgs = learned.msgs if precise and learned.msgs is not None and learned.msgs.per_entry is not None else None
     if known_msgs is not None:
         msgs_per_entry = known_msgs.per_entry or 1.0
     elif msg_quotas and reason is None:

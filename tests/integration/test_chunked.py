@@ -128,7 +128,9 @@ def test_messages_of_more_chunks_than_the_reader_queue(spark, broker, admin, pul
     finally:
         producer.close()
     assert chunks_of_last_message(admin, topic) == 11
-    opts = source_options(broker, topic, startingOffsets="earliest", readPath=read_path, quotaStatePath=tmp_path / "q.sqlite")
+    # A quota far above the backlog: the query is throttled (its readers read ahead by a sixteenth), never held back.
+    opts = source_options(broker, topic, startingOffsets="earliest", readPath=read_path, quotaStatePath=tmp_path / "q.sqlite",
+                          throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="100000")
     reader = AdmissionControlStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
     tasks = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), ReadAllAvailable()))
     assert [receiver_queue_for(t) for t in tasks] == [3], [t.entries for t in tasks]  # 39 entries: 3 permits

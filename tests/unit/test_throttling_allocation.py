@@ -104,6 +104,17 @@ def test_new_plan_admits_no_further_than_the_entries_known_before_one_still_look
         assert new_plan(late, 0, [_spec(1_000)], precise, True).max_entries == 50  # unthrottled: not capped
 
 
+
+def test_a_byte_quota_in_precise_mode_charges_and_reports_the_messages_its_entries_hold() -> None:
+    """The entries a byte quota looked up also say their messages: a plan of 10-message entries is
+    not reported (nor charged) as one message per entry."""
+    precise = QuotaConfig(source=Rate(), mode="precise")
+    batch = QuotaConfig(source=Rate(), mode="batch")
+    d = replace(plan(backlog=50).demand, learn_entries=lambda m, s: LearnedEntries(EntryValues((10,) * 3), EntryValues((1_100,) * 3)))
+    by_bytes = new_plan(d, 0, [_spec(math.inf, 40_000)], precise, False)
+    assert (by_bytes.msgs(7), by_bytes.max_entries) == (70.0, 50)
+    assert new_plan(d, 0, [_spec(math.inf, 40_000)], batch, False).msgs(7) == 7.0  # batch mode: an entry is a message
+
 # --- rotating order ----------------------------------------------------------------------
 
 
