@@ -10,6 +10,7 @@ from __future__ import annotations
 
 VARINT, LENGTH_DELIMITED = 0, 2  # the wire types met here
 BATCH_INDEX_TAG = 0x20  # MessageIdData.batch_index: field 4, varint
+BATCH_SIZE_TAG = 0x30  # MessageIdData.batch_size: field 6, varint
 FIRST_CHUNK_FIELD = 7  # MessageIdData.first_chunk_message_id: a nested MessageIdData
 
 
@@ -81,6 +82,25 @@ def batch_index_field(data: bytes) -> int | None:
             i += 1
         i += 1
     return None
+
+
+def batch_size_field(serialized_id: bytes) -> int:
+    """The batch_size (field 6) of a serialized MessageIdData: how many messages the entry of a
+    batched message holds, as the C++ client writes it; 0 when absent or unreadable."""
+    data, i, n = serialized_id, 0, len(serialized_id)
+    while i < n:
+        tag = data[i]
+        wire = tag & 7
+        if wire == VARINT:
+            value, i = read_varint(data, i + 1)
+            if tag == BATCH_SIZE_TAG:
+                return value
+        elif wire == LENGTH_DELIMITED:
+            length, i = read_varint(data, i + 1)
+            i += length
+        else:
+            return 0
+    return 0
 
 
 def first_chunk_position(serialized_id: bytes) -> tuple[int, int] | None:

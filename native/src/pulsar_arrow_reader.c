@@ -102,6 +102,16 @@ SYMBOLS(DECLARE)
 
 static void *g_lib;
 
+/* Optional: pulsar::ReaderConfiguration::setStartMessageIdInclusive, which the C API does not wrap.
+ * A reader that starts exclusively after the entry before its range has the broker read that entry
+ * for nothing (a bookie read per reader opened on a backlog). The C API's reader configuration is a
+ * struct whose only member is that C++ object (pulsar-client-cpp lib/c/c_structs.h:
+ * struct _pulsar_reader_configuration { pulsar::ReaderConfiguration conf; }), so its address is the
+ * object's, which the member function takes as its first argument (Itanium C++ ABI). Without the
+ * symbol, par_inclusive_start_supported says so and readers start exclusively. */
+#define SET_INCLUSIVE_SYMBOL "_ZN6pulsar19ReaderConfiguration26setStartMessageIdInclusiveEb"
+static void *(*p_set_start_inclusive)(pulsar_reader_configuration_t *, _Bool);
+
 static void set_error(char *err, size_t errlen, const char *text, const char *detail) {
     if (err != NULL && errlen > 0) snprintf(err, errlen, "%s%s", text, detail != NULL ? detail : "");
 }
@@ -124,9 +134,13 @@ PAR_EXPORT int par_load(const char *libpulsar_path, char *err, size_t errlen) {
     }
     SYMBOLS(RESOLVE)
 #undef RESOLVE
+    *(void **)(&p_set_start_inclusive) = dlsym(lib, SET_INCLUSIVE_SYMBOL); /* NULL: exclusive starts only */
     g_lib = lib;
     return 0;
 }
+
+/* 1 when readers can start at their first entry inclusively (setting start_message_id_inclusive). */
+PAR_EXPORT int par_inclusive_start_supported(void) { return p_set_start_inclusive != NULL; }
 
 PAR_EXPORT const char *par_result_str(int result) {
     return p_pulsar_result_str != NULL ? p_pulsar_result_str(result) : "libpulsar not loaded";
@@ -453,6 +467,8 @@ PAR_EXPORT void *par_reader_open(void *client, const char *topic, const void *st
             private_key = value;
         } else if (strcmp(name, "crypto_failure_action") == 0) {
             p_pulsar_reader_configuration_set_crypto_failure_action(conf, number);
+        } else if (strcmp(name, "start_message_id_inclusive") == 0 && p_set_start_inclusive != NULL) {
+            p_set_start_inclusive(conf, number != 0);
         } else {
             set_error(err, errlen, "unsupported reader setting: ", name);
             p_pulsar_reader_configuration_free(conf);

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..protobuf_wire import BATCH_INDEX_TAG, batch_index_field, varint
+from ..protobuf_wire import BATCH_INDEX_TAG, batch_index_field, batch_size_field, varint
 from ..schemas.columns import RAW_ARROW_SCHEMA
 
 _BATCH_INDEX_TAG = bytes([BATCH_INDEX_TAG])  # built once: new_entry runs for every batched entry
@@ -25,17 +25,20 @@ class EntryIds:
     the native call (bench/README.md, "Figures behind the code"). An entry whose bytes do not have the expected shape leaves `head` None:
     the loop then calls serialize() itself, so the output is always serialize()'s."""
 
-    __slots__ = ("head", "tail")
+    __slots__ = ("head", "tail", "batch_size")
 
     def __init__(self) -> None:
         self.head: bytes | None = None
         self.tail = b""
+        self.batch_size = 0  # the entry's messages, from its id (0: not said, or not batched)
 
     def new_entry(self, mid: Any, index: int) -> None:
         self.head = None
+        self.batch_size = 0
         if index < 0:
             return  # not batched: one message, nothing to share
         whole = mid.serialize()
+        self.batch_size = batch_size_field(whole)
         split = batch_index_field(whole)
         if split is None:
             return

@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 MAX_RECEIVER_QUEUE = 10_000  # a deep queue keeps the broker streaming while a large range is converted
 # The client drops the entry a reader starts after (an exclusive start) without giving its permit
 # back (pulsar-client-cpp ConsumerImpl::messageReceived, "Ignoring message from before the
-# startMessageId"): a queue of 1 would never be refilled.
+# startMessageId"): a queue of 1 would never be refilled. A reader started inclusively at its
+# range's first entry drops nothing, and a queue of 1 serves it.
 MIN_RECEIVER_QUEUE = 2
+MIN_INCLUSIVE_QUEUE = 1
 # An encrypted batch a reader cannot decrypt (cryptoFailureAction consume or discard) is handed over,
 # or dropped, as one message, and gives one permit back for the batch's many: the broker must read
 # the range while its first permits last, so such a reader keeps the range-deep queue it had
@@ -41,9 +43,10 @@ MIN_RECEIVER_QUEUE = 2
 UNDECRYPTED_MIN_QUEUE = 64
 
 
-def receiver_queue_for(part: PartitionRange) -> int:
+def receiver_queue_for(part: PartitionRange, inclusive: bool = False) -> int:
     """The permits a task's reader gives the broker: its range's entries over the query's
-    read_ahead_share (16 under quotas, else 1), within [2, 10,000].
+    read_ahead_share (16 under quotas, else 1), within [2 (1 for a reader started inclusively at
+    its first entry), 10,000].
 
     The broker reads ahead of what the task has consumed, as many entries as the reader has permits
     (up to 100 per read) whatever they hold; what it read past the range's end is read again from
@@ -57,7 +60,8 @@ def receiver_queue_for(part: PartitionRange) -> int:
     cfg = part.config
     if cfg.crypto_failure_action != "fail":
         return max(UNDECRYPTED_MIN_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
-    return max(MIN_RECEIVER_QUEUE, min(MAX_RECEIVER_QUEUE, -(-part.entries // max(1, cfg.read_ahead_share))))
+    floor = MIN_INCLUSIVE_QUEUE if inclusive else MIN_RECEIVER_QUEUE
+    return max(floor, min(MAX_RECEIVER_QUEUE, -(-part.entries // max(1, cfg.read_ahead_share))))
 
 
 def python_client(config: ClientConfig) -> Any:
@@ -169,14 +173,17 @@ def drop_native_client(config: ClientConfig) -> None:
     _NATIVE_CACHE.drop(config)
 
 
-def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | None = None) -> Any:
-    """Open a reader on the task's partition at `start_id`. While the broker is unreachable (e.g.
+def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | None = None, inclusive: bool = False) -> Any:
+    """Open a reader on the task's partition at `start_id` (`inclusive`: delivering that entry, else
+    from the one after it). While the broker is unreachable (e.g.
     restarting) retry on a fresh client for up to pollTimeoutMs (the policy in `retry`), so a task
     planned just before a broker restart waits for it instead of failing."""
     import pulsar
 
     cfg = part.config
-    kwargs = {"receiver_queue_size": receiver_queue_for(part), **dict(cfg.reader_kwargs)}
+    kwargs = {"receiver_queue_size": receiver_queue_for(part, inclusive), **dict(cfg.reader_kwargs)}
+    if inclusive:
+        kwargs["start_message_id_inclusive"] = True
     if cfg.private_key_path:
         kwargs["crypto_key_reader"] = pulsar.CryptoKeyReader(cfg.public_key_path or "", cfg.private_key_path)
     if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too
@@ -185,7 +192,8 @@ def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | 
     return _open_with_retries(part, lambda: client_for(cfg).create_reader(part.partition, start_id, **kwargs), drop_client, gone)
 
 
-def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Callable[[], bool] | None = None) -> NativeReader:
+def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Callable[[], bool] | None = None,
+                       inclusive: bool = False) -> NativeReader:
     """open_reader for the native read path: `start_id` serialized (None: the earliest)."""
     from .native_library import native_library
     from .native_reader import NativeReader
@@ -203,7 +211,8 @@ def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Calla
         if client.loaded is not native_library():  # made by another build of the library (tests load several)
             drop_native_client(cfg)
             client = _NATIVE_CACHE.client(cfg)
-        return NativeReader.open(client.loaded, client.handle, cfg, part.partition, start_id, receiver_queue_for(part))
+        return NativeReader.open(client.loaded, client.handle, cfg, part.partition, start_id,
+                                 receiver_queue_for(part, inclusive), inclusive)
 
     return _open_with_retries(part, attempt, drop_native_client, gone)
 

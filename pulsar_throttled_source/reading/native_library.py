@@ -65,6 +65,7 @@ def _declare(lib: ctypes.CDLL, group: Any, batch: Any) -> None:
     signatures = {
         "par_load": (c_int, [c_char_p, c_char_p, c_size_t]),
         "par_result_str": (c_char_p, [c_int]),
+        "par_inclusive_start_supported": (c_int, []),
         "par_client_create": (c_void_p, [c_char_p, str_array, str_array, c_int, c_char_p, c_size_t]),
         "par_client_free": (None, [c_void_p]),
         "par_reader_open": (c_void_p, [c_void_p, c_char_p, c_char_p, c_int, str_array, str_array, c_int,
@@ -112,6 +113,8 @@ class NativeLibrary:
         self.lib = lib
         self.reason = reason
         self.group_type = group_type  # par_group_t
+        # Whether readers can start at their range's first entry (see par_inclusive_start_supported).
+        self.inclusive_start = lib is not None and hasattr(lib, "par_inclusive_start_supported") and bool(lib.par_inclusive_start_supported())
 
     @property
     def available(self) -> bool:

@@ -89,10 +89,12 @@ class NativeReader:
 
     @classmethod
     def open(cls, loaded: NativeLibrary, client: int, cfg: ClientConfig, topic: str, start_id: bytes | None,
-             receiver_queue: int) -> NativeReader:
+             receiver_queue: int, inclusive: bool = False) -> NativeReader:
         import pulsar
 
         pairs: list[tuple[str, Any]] = [("receiver_queue_size", receiver_queue), *cfg.reader_kwargs]  # a user's setting wins
+        if inclusive:  # only asked where loaded.inclusive_start
+            pairs.append(("start_message_id_inclusive", 1))
         if cfg.private_key_path:
             pairs += [("public_key_path", cfg.public_key_path or ""), ("private_key_path", cfg.private_key_path)]
         if cfg.private_key_path or cfg.crypto_failure_action != "fail":  # discard/consume apply without a key too

@@ -30,6 +30,7 @@ from .client_cache import (
 from .decoded_rows import DecodedColumns, decoder_for
 from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
+from .native_library import native_library
 from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
@@ -41,13 +42,21 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     import pulsar
 
     cfg = part.config
+    native = uses_native_path(cfg)
+    # Where planning listed the range's entries, the reader starts at the first one, inclusively:
+    # started after `start`, the broker would read the entry at `start` too, only for the client to
+    # drop it (a bookie read per reader opened). The native path can where its library sets it.
+    first = (None if part.start == BEFORE_EARLIEST or (native and not native_library().inclusive_start)
+             else first_planned_entry(part))
     if part.start == BEFORE_EARLIEST:
         start_id = pulsar.MessageId.earliest
+    elif first is not None:
+        start_id = pulsar.MessageId(max(part.partition_index, -1), first[0], first[1], -1)
     else:
         # The broker delivers the start entry itself for batch index -1, so entries at or
         # before `start` are skipped below: the start is exclusive by our own check.
         start_id = pulsar.MessageId(max(part.partition_index, -1), part.start.ledger_id, part.start.entry_id, -1)
-    native = uses_native_path(cfg)
+    inclusive = first is not None
     lookups = EntryLookup(part)
     try:
         try:
@@ -61,10 +70,10 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
         gone = lookups.range_gone if part.runs else None
         try:
             if native:
-                reader = open_native_reader(part, None if part.start == BEFORE_EARLIEST else start_id.serialize(), gone)
+                reader = open_native_reader(part, None if part.start == BEFORE_EARLIEST else start_id.serialize(), gone, inclusive)
                 messages = read_native_messages(reader, part, lookups, gone)
             else:
-                reader = open_reader(part, start_id, gone)
+                reader = open_reader(part, start_id, gone, inclusive)
                 messages = _read_messages(reader, part, lookups, gone)
         except PartitionDeleted:
             report_missing(part, planned_positions(part), PartitionDeleted.WHY)
@@ -79,6 +88,11 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
             _close(reader, part, failed, native)
     finally:
         lookups.close()
+
+
+def first_planned_entry(part: PartitionRange) -> tuple[int, int] | None:
+    """The range's first entry where planning listed them (ledger, entry), else None."""
+    return (part.runs[0][0], part.runs[0][1]) if part.runs else None
 
 
 def planned_positions(part: PartitionRange) -> list[tuple[int, int]]:
@@ -141,6 +155,13 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
     cursor_exhausted = False
     id_head: bytes | None = None
     id_tail = b""
+    batch_size = 0
+
+    def more_in_entry(index: int, size: int) -> bool:
+        """Whether messages of a batched entry follow the one of `index`: its id says how many the entry
+        holds; where it does not, ask the broker (has_message_available, a read of the topic's last entry)."""
+        return index + 1 < size if size > 0 else has_message_available(reader, part, gone)
+
     rows, add_msg, add_id, add_publish, add_producer = columns.appenders()
     idle_ms = 0
     deleted = False
@@ -175,7 +196,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
                 producer = msg.producer_name()
                 ids.new_entry(mid, index)
-                id_head, id_tail = ids.head, ids.tail
+                id_head, id_tail, batch_size = ids.head, ids.tail, ids.batch_size
                 # Only an entry's first message (or an idle walk) moves the cursor: asked once here.
                 cursor_exhausted = account is not None and account.cursor.exhausted
             prev_index = index
@@ -198,11 +219,11 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
                 assert account is not None
                 # The end entry's batch may hold more messages: has_message_available() says so
                 # (its False is reliable; a stale True after dropped orphan chunks ends in a walk).
-                more_of_end_batch = in_end_entry and index >= 0 and has_message_available(reader, part, gone)
+                more_of_end_batch = in_end_entry and index >= 0 and more_in_entry(index, batch_size)
                 if not more_of_end_batch and progress.done(account.settled()):
                     break  # the end entry was read (or the last owed message arrived past it)
             # Last entry of the range: done unless more messages of the same batch follow.
-            if account is None and in_end_entry and (index < 0 or not has_message_available(reader, part, gone)):
+            if account is None and in_end_entry and (index < 0 or not more_in_entry(index, batch_size)):
                 break
     except EncryptedEntryError as e:
         raise encrypted_without_key(part, e) from None

@@ -117,15 +117,16 @@ def test_spliced_ids_equal_the_native_serialization(partition, ledger, entry, fi
 
 
 def test_batch_size_field_after_the_index_is_kept():
-    # Shape of a real batched message id: ledger 20, entry 0, partition 0, index 0, batch size 1000.
-    data = bytes.fromhex("081410001800200030e807")
+    # Shape of a real batched message id: ledger 20, entry 0, partition 0, index 0, batch size 301
+    # (the entry's message count: the read loop ends the range's last entry after its 301st message).
+    data = bytes.fromhex("081410001800200030ad02")
     assert batch_index_field(data) == 6
     # Only the entry's first id is serialized by the client; the others must be spliced from it.
     msgs = [FakeMessage(StandInId(20, 0, i, data if i == 0 else None)) for i in range(301)]
     got = message_ids(read(msgs, (20, -1), (20, 0)))
     assert len(got) == 301 and got[0] == data
-    assert got[5] == bytes.fromhex("081410001800200530e807")
-    assert got[300] == bytes.fromhex("08141000180020ac0230e807")
+    assert got[5] == bytes.fromhex("081410001800200530ad02")
+    assert got[300] == bytes.fromhex("08141000180020ac0230ad02")
 
 
 def test_unexpected_shapes_fall_back_to_the_native_call():
@@ -172,3 +173,15 @@ def test_the_raw_layout_is_the_one_spark_is_told():
     assert RAW_SPARK_SCHEMA_DDL == ("key string, value binary, topic string, partition int, messageId binary, "
                                     "publishTime timestamp, eventTime timestamp, properties map<string,string>, "
                                     "orderingKey string, producerName string")
+
+
+def test_the_last_entry_ends_at_its_id_batch_size_without_asking_the_broker():
+    """The id of a batched message says how many its entry holds: the range's last entry ends at its
+    last message, with no has_message_available() (which has the broker read the topic's last entry)."""
+    data = bytes.fromhex("080110051800200030" + "03")  # ledger 1, entry 5, partition 0, index 0, batch size 3
+    after = FakeMessage(pulsar.MessageId(-1, 1, 6, -1))
+    reader = FakeReader([FakeMessage(StandInId(1, 5, i, data if i == 0 else None)) for i in range(3)] + [after])
+    reader.has_message_available = lambda: pytest.fail("asked the broker")  # type: ignore[method-assign]
+    part = PartitionRange(P, 2, EntryPosition(1, 4), EntryPosition(1, 5), -1, ClientConfig("pulsar://x:6650", (), (), None, 3_000, 10_000), None)
+    got = list(_read_messages(reader, part, lambda position: EntryHeaders()))
+    assert sum(b.num_rows for b in got) == 3 and reader.queue == [after]
