@@ -39,24 +39,9 @@ from .read_path import uses_native_path
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     """Yield the messages of (start, end] as Arrow batches of at most max_rows_per_batch rows."""
-    import pulsar
-
     cfg = part.config
     native = uses_native_path(cfg)
-    # Where planning listed the range's entries, the reader starts at the first one, inclusively:
-    # started after `start`, the broker would read the entry at `start` too, only for the client to
-    # drop it (a bookie read per reader opened). The native path can where its library sets it.
-    first = (None if part.start == BEFORE_EARLIEST or (native and not native_library().inclusive_start)
-             else first_planned_entry(part))
-    if part.start == BEFORE_EARLIEST:
-        start_id = pulsar.MessageId.earliest
-    elif first is not None:
-        start_id = pulsar.MessageId(max(part.partition_index, -1), first[0], first[1], -1)
-    else:
-        # The broker delivers the start entry itself for batch index -1, so entries at or
-        # before `start` are skipped below: the start is exclusive by our own check.
-        start_id = pulsar.MessageId(max(part.partition_index, -1), part.start.ledger_id, part.start.entry_id, -1)
-    inclusive = first is not None
+    start_id, inclusive = reader_start(part, native and not native_library().inclusive_start)
     lookups = EntryLookup(part)
     try:
         try:
@@ -90,9 +75,23 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
         lookups.close()
 
 
-def first_planned_entry(part: PartitionRange) -> tuple[int, int] | None:
-    """The range's first entry where planning listed them (ledger, entry), else None."""
-    return (part.runs[0][0], part.runs[0][1]) if part.runs else None
+def reader_start(part: PartitionRange, exclusive_only: bool) -> tuple[Any, bool]:
+    """Where a reader of the range starts (a pulsar.MessageId), and whether inclusively.
+
+    Where planning listed the range's entries, at the first one, inclusively: started after
+    `start`, the broker would read the entry at `start` too, only for the client to drop it (a
+    bookie read per reader opened). Else (or `exclusive_only`: a native library that cannot set
+    it) after `start`: the broker delivers the start entry itself for batch index -1, and the
+    read loop skips entries at or before `start`."""
+    import pulsar
+
+    if part.start == BEFORE_EARLIEST:
+        return pulsar.MessageId.earliest, False
+    partition = max(part.partition_index, -1)
+    if part.runs and not exclusive_only:
+        ledger, first, _ = part.runs[0]
+        return pulsar.MessageId(partition, ledger, first, -1), True
+    return pulsar.MessageId(partition, part.start.ledger_id, part.start.entry_id, -1), False
 
 
 def planned_positions(part: PartitionRange) -> list[tuple[int, int]]:
