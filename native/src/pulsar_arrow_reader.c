@@ -8,7 +8,8 @@
  *
  * libpulsar is the copy the pulsar-client wheel ships (pulsar_client.libs/libpulsar-<hash>.so),
  * loaded with dlopen by path and resolved symbol by symbol, so a wheel without one of them is
- * refused at load (par_load names the symbol) and the caller falls back to the Python path.
+ * refused at load (par_load names the symbol) and the caller falls back to the Python path. One
+ * C++ member the C API does not wrap (a reader's inclusive start) is resolved too, optionally.
  * The library is plain C (no Python headers): Python calls it through ctypes, which releases
  * the GIL for every call.
  *
