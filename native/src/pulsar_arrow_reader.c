@@ -64,6 +64,7 @@ typedef void (*pulsar_logger)(int level, const char *file, int line, const char 
     X(pulsar_reader_configuration_t *, pulsar_reader_configuration_create, (void))                    \
     X(void, pulsar_reader_configuration_free, (pulsar_reader_configuration_t *))                      \
     X(void, pulsar_reader_configuration_set_receiver_queue_size, (pulsar_reader_configuration_t *, int)) \
+    X(int, pulsar_reader_configuration_get_receiver_queue_size, (pulsar_reader_configuration_t *))      \
     X(void, pulsar_reader_configuration_set_reader_name, (pulsar_reader_configuration_t *, const char *)) \
     X(void, pulsar_reader_configuration_set_subscription_role_prefix, (pulsar_reader_configuration_t *, const char *)) \
     X(void, pulsar_reader_configuration_set_read_compacted, (pulsar_reader_configuration_t *, int))  \
@@ -111,7 +112,31 @@ static void *g_lib;
  * object's, which the member function takes as its first argument (Itanium C++ ABI). Without the
  * symbol, par_inclusive_start_supported says so and readers start exclusively. */
 #define SET_INCLUSIVE_SYMBOL "_ZN6pulsar19ReaderConfiguration26setStartMessageIdInclusiveEb"
+#define IS_INCLUSIVE_SYMBOL "_ZNK6pulsar19ReaderConfiguration25isStartMessageIdInclusiveEv"
+#define GET_QUEUE_SYMBOL "_ZNK6pulsar19ReaderConfiguration20getReceiverQueueSizeEv"
 static void *(*p_set_start_inclusive)(pulsar_reader_configuration_t *, _Bool);
+
+/* Whether the C++ members see the C API's configuration as their object: a queue size set through
+ * the C API reads back through the C++ getter, and the inclusive flag sets and reads back, the C
+ * API's own getter unchanged. Any other layout (a libpulsar of another shape) leaves readers
+ * exclusive rather than writing into memory this library does not know. */
+static int inclusive_start_checks(void *lib) {
+    _Bool (*is_inclusive)(pulsar_reader_configuration_t *) = NULL;
+    int (*get_queue)(pulsar_reader_configuration_t *) = NULL;
+    *(void **)(&is_inclusive) = dlsym(lib, IS_INCLUSIVE_SYMBOL);
+    *(void **)(&get_queue) = dlsym(lib, GET_QUEUE_SYMBOL);
+    if (p_set_start_inclusive == NULL || is_inclusive == NULL || get_queue == NULL) return 0;
+    pulsar_reader_configuration_t *conf = p_pulsar_reader_configuration_create();
+    if (conf == NULL) return 0;
+    p_pulsar_reader_configuration_set_receiver_queue_size(conf, 4321);
+    int ok = get_queue(conf) == 4321 && !is_inclusive(conf);
+    if (ok) {
+        p_set_start_inclusive(conf, 1);
+        ok = is_inclusive(conf) && p_pulsar_reader_configuration_get_receiver_queue_size(conf) == 4321;
+    }
+    p_pulsar_reader_configuration_free(conf);
+    return ok;
+}
 
 static void set_error(char *err, size_t errlen, const char *text, const char *detail) {
     if (err != NULL && errlen > 0) snprintf(err, errlen, "%s%s", text, detail != NULL ? detail : "");
@@ -135,7 +160,8 @@ PAR_EXPORT int par_load(const char *libpulsar_path, char *err, size_t errlen) {
     }
     SYMBOLS(RESOLVE)
 #undef RESOLVE
-    *(void **)(&p_set_start_inclusive) = dlsym(lib, SET_INCLUSIVE_SYMBOL); /* NULL: exclusive starts only */
+    *(void **)(&p_set_start_inclusive) = dlsym(lib, SET_INCLUSIVE_SYMBOL);
+    if (!inclusive_start_checks(lib)) p_set_start_inclusive = NULL; /* NULL: exclusive starts only */
     g_lib = lib;
     return 0;
 }

@@ -227,6 +227,15 @@ def test_a_missing_or_broken_library_falls_back_with_one_warning(broker, admin, 
         read_on(parts, "native")
 
 
+def test_readers_start_inclusively_with_the_installed_libpulsar():
+    """The library sets a reader's inclusive start through a C++ member of libpulsar, after checking at
+    load that the C API's configuration is that member's object (reading/read.py reader_start: else
+    every reader opened costs the broker a read of the entry before its range)."""
+    loaded = native_module.native_library()
+    assert loaded.available, loaded.reason
+    assert loaded.inclusive_start
+
+
 def test_auto_takes_the_python_path_for_a_setting_the_native_path_cannot_apply(broker, admin, pulsar_client, unique,
                                                                                 library_at, caplog):
     topic = create_topic(admin, f"native-setting-{unique}", 0)
