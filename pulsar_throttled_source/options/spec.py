@@ -136,7 +136,9 @@ SPECS: tuple[OptionSpec, ...] = (
     _choice("decodeErrorMode", "failfast", ("failfast", "permissive"),
             "When a payload cannot be decoded with the topic's schema (Spark's modes): failfast (the query fails, naming the message id), or permissive (its fields are null and its raw bytes go to a __corruptRecord column)."),
     OptionSpec("pulsar.client.*", "prefix", None, "Passed to pulsar.Client (e.g. pulsar.client.operationTimeoutSeconds, pulsar.client.authParams)."),
-    OptionSpec("pulsar.reader.*", "prefix", None, "Passed to Client.create_reader (e.g. pulsar.reader.receiverQueueSize)."),
+    OptionSpec("pulsar.reader.*", "prefix", None, "Passed to Client.create_reader (e.g. pulsar.reader.receiverQueueSize: "
+               "your own queue replaces the sixteenth of its range a throttled query's reader asks for, and the broker "
+               "reads up to that queue past each range)."),
     OptionSpec("pulsar.admin.*", "prefix", None, "Admin API settings: pulsar.admin.authParams (token:... / file:...), pulsar.admin.tlsTrustCertsFilePath."),
 )
 
