@@ -1,5 +1,5 @@
-"""Protobuf wire format, the little of it this source needs: varints, field tags and sizes, and the two
-MessageIdData fields read from a message id's bytes (its batch index, a chunked message's first chunk).
+"""Protobuf wire format, the little of it this source needs: varints, field tags and sizes, and the
+MessageIdData fields read from a message id's bytes (its batch index and size, a chunked message's first chunk).
 
 Used on the driver (metadata/entry_headers.py sizes an entry's MessageMetadata from its headers) and in
 read tasks (the read loop splices message ids and finds a chunked message's first chunk), so it sits
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 VARINT, LENGTH_DELIMITED = 0, 2  # the wire types met here
 BATCH_INDEX_TAG = 0x20  # MessageIdData.batch_index: field 4, varint
-BATCH_SIZE_TAG = 0x30  # MessageIdData.batch_size: field 6, varint
+BATCH_SIZE_FIELD = 6  # MessageIdData.batch_size: varint
 FIRST_CHUNK_FIELD = 7  # MessageIdData.first_chunk_message_id: a nested MessageIdData
 
 
@@ -87,42 +87,37 @@ def batch_index_field(data: bytes) -> int | None:
 def batch_size_field(serialized_id: bytes) -> int:
     """The batch_size (field 6) of a serialized MessageIdData: how many messages the entry of a
     batched message holds, as the C++ client writes it; 0 when absent or unreadable."""
-    data, i, n = serialized_id, 0, len(serialized_id)
-    while i < n:
-        tag = data[i]
-        wire = tag & 7
-        if wire == VARINT:
-            value, i = read_varint(data, i + 1)
-            if tag == BATCH_SIZE_TAG:
-                return value
-        elif wire == LENGTH_DELIMITED:
-            length, i = read_varint(data, i + 1)
-            i += length
-        else:
-            return 0
-    return 0
+    value = _field(serialized_id, BATCH_SIZE_FIELD)
+    return value if isinstance(value, int) else 0
 
 
 def first_chunk_position(serialized_id: bytes) -> tuple[int, int] | None:
     """The first chunk's (ledger, entry) of a chunked message from its serialized MessageIdData
     (field 7, first_chunk_message_id); None for any other message. The client reports a chunked
     message by its LAST chunk and keeps the first only in this field."""
-    data, i, n = serialized_id, 0, len(serialized_id)
+    nested = _field(serialized_id, FIRST_CHUNK_FIELD)
+    return _ledger_entry(nested) if isinstance(nested, bytes) else None
+
+
+def _field(data: bytes, field_number: int) -> int | bytes | None:
+    """The first value of a field (of a one-byte tag) in a serialized message: a varint's number, a
+    length-delimited field's bytes; None when absent, or past a wire type not met here (then the
+    bytes are not a MessageIdData we know: the message is treated as an ordinary one)."""
+    i, n = 0, len(data)
     while i < n:
         tag = data[i]
-        i += 1
         wire = tag & 7
         if wire == VARINT:
-            while i < n and data[i] & 0x80:
-                i += 1
-            i += 1
+            value, i = read_varint(data, i + 1)
+            if tag >> 3 == field_number:
+                return value
         elif wire == LENGTH_DELIMITED:
-            length, i = read_varint(data, i)
-            if tag >> 3 == FIRST_CHUNK_FIELD:
-                return _ledger_entry(data[i:i + length])
+            length, i = read_varint(data, i + 1)
+            if tag >> 3 == field_number:
+                return data[i:i + length]
             i += length
         else:
-            return None  # not a MessageIdData we know: treat as an ordinary message
+            return None
     return None
 
 
