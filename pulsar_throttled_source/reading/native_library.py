@@ -113,12 +113,16 @@ class NativeLibrary:
         self.lib = lib
         self.reason = reason
         self.group_type = group_type  # par_group_t
-        # Whether readers can start at their range's first entry (see par_inclusive_start_supported).
-        self.inclusive_start = lib is not None and hasattr(lib, "par_inclusive_start_supported") and bool(lib.par_inclusive_start_supported())
 
     @property
     def available(self) -> bool:
         return self.lib is not None
+
+    @property
+    def inclusive_start(self) -> bool:
+        """Whether readers can start at their range's first entry (see par_inclusive_start_supported;
+        asked once per read task. Not a cached_property: its lock would not pickle by value)."""
+        return self.lib is not None and bool(self.lib.par_inclusive_start_supported())
 
 
 class Loader:
