@@ -6,11 +6,12 @@ Below planning (which builds them) and reading (which runs them), so neither imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from .credentials import Credentials
 from .positions import EntryPosition, EntryRuns, MessageBound
 from .schemas.columns import ValueSchema
 from .shared_types import AdminEndpoint
@@ -27,7 +28,7 @@ class ClientConfig:
     service_url: str
     client_kwargs: tuple[tuple[str, Any], ...]
     reader_kwargs: tuple[tuple[str, Any], ...]
-    auth_token: str | None = field(repr=False)
+    credentials: Credentials | None  # shows no secret in its repr
     poll_timeout_ms: int
     max_rows_per_batch: int
     # Read tasks look up the metadata of entries the reader never saw (chunks, markers) here.
@@ -44,7 +45,7 @@ class ClientConfig:
     read_ahead_share: int = 1
 
     def cache_key(self) -> tuple[Any, ...]:
-        return (self.service_url, self.client_kwargs, self.auth_token)
+        return (self.service_url, self.client_kwargs, self.credentials)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,10 @@ planning -> reading) so that no layer imports a higher one for a type:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
+
+from .credentials import Credentials, TlsSettings
 
 ThrottlingMode = Literal["precise", "batch"]
 
@@ -61,8 +63,8 @@ class AdminEndpoint:
     carried by every read task (ClientConfig.admin), opened by metadata.admin.PulsarAdmin."""
 
     url: str = ""
-    token: str | None = field(default=None, repr=False)
-    tls_verify: bool | str = True  # False: no check; a path: the CA file to check against
+    credentials: Credentials | None = None  # shows no secret in its repr
+    tls: TlsSettings = TlsSettings()
     timeout_ms: int = 30_000  # per request
 
 

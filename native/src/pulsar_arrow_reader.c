@@ -56,7 +56,7 @@ typedef void (*pulsar_logger)(int level, const char *file, int line, const char 
     X(void, pulsar_client_configuration_set_tls_certificate_file_path, (pulsar_client_configuration_t *, const char *)) \
     X(void, pulsar_client_configuration_set_stats_interval_in_seconds, (pulsar_client_configuration_t *, unsigned int)) \
     X(void, pulsar_client_configuration_set_listener_name, (pulsar_client_configuration_t *, const char *)) \
-    X(pulsar_authentication_t *, pulsar_authentication_token_create, (const char *))                  \
+    X(pulsar_authentication_t *, pulsar_authentication_create, (const char *, const char *))          \
     X(void, pulsar_authentication_free, (pulsar_authentication_t *))                                  \
     X(pulsar_client_t *, pulsar_client_create, (const char *, const pulsar_client_configuration_t *)) \
     X(pulsar_result, pulsar_client_close, (pulsar_client_t *))                                        \
@@ -383,6 +383,14 @@ static void log_warnings(int level, const char *file, int line, const char *mess
         fprintf(stderr, "%s pulsar-client %s:%d %s\n", level > PULSAR_LOG_WARN ? "ERROR" : "WARN", file, line, message);
 }
 
+/* The plugin names pulsar-client-cpp builds in (AuthFactory's tryCreateBuiltinAuth). */
+static int is_builtin_auth_plugin(const char *name) {
+    static const char *const builtin[] = {"token", "tls", "oauth2", "basic", "athenz"};
+    for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
+        if (strcmp(name, builtin[i]) == 0) return 1;
+    return 0;
+}
+
 /* A client from settings given as name/value pairs (the pulsar.Client keyword names). An unknown
  * name is an error naming it: the Python side only passes names it checked. */
 PAR_EXPORT void *par_client_create(const char *service_url, const char *const *names, const char *const *values, int n,
@@ -393,13 +401,15 @@ PAR_EXPORT void *par_client_create(const char *service_url, const char *const *n
     }
     pulsar_client_configuration_t *conf = p_pulsar_client_configuration_create();
     pulsar_authentication_t *auth = NULL;
+    const char *auth_plugin = NULL, *auth_params = NULL;
     p_pulsar_client_configuration_set_logger(conf, log_warnings, NULL);
     for (int i = 0; i < n; i++) {
         const char *name = names[i], *value = values[i];
         int number = atoi(value);
-        if (strcmp(name, "auth_token") == 0) {
-            auth = p_pulsar_authentication_token_create(value);
-            p_pulsar_client_configuration_set_auth(conf, auth);
+        if (strcmp(name, "auth_plugin") == 0) {
+            auth_plugin = value;
+        } else if (strcmp(name, "auth_params") == 0) {
+            auth_params = value;
         } else if (strcmp(name, "operation_timeout_seconds") == 0) {
             p_pulsar_client_configuration_set_operation_timeout_seconds(conf, number);
         } else if (strcmp(name, "io_threads") == 0) {
@@ -425,9 +435,18 @@ PAR_EXPORT void *par_client_create(const char *service_url, const char *const *n
         } else {
             set_error(err, errlen, "unsupported client setting: ", name);
             p_pulsar_client_configuration_free(conf);
-            if (auth != NULL) p_pulsar_authentication_free(auth);
             return NULL;
         }
+    }
+    if (auth_plugin != NULL) {
+        /* Only the client's built-in plugins: the factory dlopen()s any other name as a library path. */
+        if (!is_builtin_auth_plugin(auth_plugin) || auth_params == NULL) {
+            set_error(err, errlen, "unsupported authentication plugin: ", auth_plugin);
+            p_pulsar_client_configuration_free(conf);
+            return NULL;
+        }
+        auth = p_pulsar_authentication_create(auth_plugin, auth_params);
+        p_pulsar_client_configuration_set_auth(conf, auth);
     }
     pulsar_client_t *client = p_pulsar_client_create(service_url, conf);
     /* The client copied the configuration (and holds the authentication by shared pointer). */

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -41,16 +42,26 @@ def check_java() -> str:
 
 
 def resolve_broker_jars(quiet: bool = True) -> Path:
-    """Download the pinned broker and its dependencies once per machine; return the lib dir."""
+    """Download the pinned broker and its dependencies once per machine; return the lib dir. Processes
+    that fetch at once (test sessions side by side, `make` steps) take turns: a second one waits for
+    the first and then finds its jars, instead of sharing one staging directory and the local repo."""
     root = cache_dir()
     lib = root / "lib"
     marker = root / "COMPLETE"
     if marker.exists() and lib.is_dir():
         return lib
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".fetch.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and lib.is_dir():
+            return lib
+        return _download(root, lib, marker, quiet)
+
+
+def _download(root: Path, lib: Path, marker: Path, quiet: bool) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise BrokerError("Maven (`mvn`) is required once to download the Pulsar broker jars, but it is not on PATH.")
-    root.mkdir(parents=True, exist_ok=True)
     # Copy into a staging dir and rename at the end, so an interrupted download never looks complete.
     staging = root / "lib.partial"
     shutil.rmtree(staging, ignore_errors=True)

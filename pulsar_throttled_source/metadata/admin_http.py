@@ -24,8 +24,10 @@ from urllib.parse import urlparse
 
 import requests
 
+from ..credentials import Credentials, TlsSettings
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
 from ..shared_types import AdminEndpoint
+from .admin_auth import AuthenticationFailed, authenticator
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,7 @@ class _Transient(AdminError):
         self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
 
 
+NO_CLIENT_TLS = TlsSettings()  # the system's trust store, hostnames checked, no client certificate
 POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + entry_lookups.CONCURRENT_LOOKUPS + the planning thread
 
 
@@ -75,11 +78,11 @@ class AdminHttp:
     @classmethod
     def at(cls: type[_Session], endpoint: AdminEndpoint, retry_timeout_s: float = 0.0, known_good: bool = False) -> _Session:
         """A session on `endpoint` (see __init__ for the retries)."""
-        return cls(endpoint.url, endpoint.timeout_ms / 1000.0, endpoint.token, endpoint.tls_verify,
+        return cls(endpoint.url, endpoint.timeout_ms / 1000.0, endpoint.credentials, endpoint.tls,
                    retry_timeout_s=retry_timeout_s, known_good=known_good)
 
-    def __init__(self, admin_url: str, timeout_s: float = 10.0, auth_token: str | None = None,
-                 tls_verify: bool | str = True, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:
+    def __init__(self, admin_url: str, timeout_s: float = 10.0, credentials: Credentials | None = None,
+                 tls: TlsSettings = NO_CLIENT_TLS, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:
         self.base = admin_url.rstrip("/")
         self.timeout_s = timeout_s
         self.retry_timeout_s = retry_timeout_s  # 0: no retries
@@ -90,12 +93,14 @@ class AdminHttp:
         self._session = _OwnerRedirectSession()
         # Planning asks from several threads at once (catalog refresh, entry lookups): keep a
         # connection for each, or urllib3 discards and reopens them (its default keeps 10).
-        adapter = requests.adapters.HTTPAdapter(pool_maxsize=POOLED_CONNECTIONS)
+        adapter = _Adapter(tls.validate_hostname, pool_maxsize=POOLED_CONNECTIONS)
         self._session.mount("http://", adapter)
         self._session.mount("https://", adapter)
-        self._session.verify = tls_verify
-        if auth_token:
-            self._session.headers["Authorization"] = f"Bearer {auth_token}"
+        # Given with every request, not as the session's: requests lets REQUESTS_CA_BUNDLE or
+        # CURL_CA_BUNDLE replace a session's CA file (psf/requests#3829), never a request's.
+        self._verify = tls.verify
+        self._session.cert = tls.client_cert  # mTLS: the client certificate and key files
+        self._session.auth = authenticator(credentials)
         # Visible to benchmarks: idle polls must not add to them; requests per kind (the path's last
         # segment) and the time the broker took to answer them.
         self.requests_made = 0
@@ -148,8 +153,12 @@ class AdminHttp:
         self.requests_made += 1
         self.requests_by_kind[_request_kind(path)] += 1
         try:
-            resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s)
+            resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s, verify=self._verify)
             self.request_seconds += resp.elapsed.total_seconds()
+        except AuthenticationFailed as e:
+            raise AdminError(str(e)) from None
+        except requests.exceptions.SSLError as e:
+            raise AdminError(_tls_failure(self.base, what, str(e))) from None
         except requests.exceptions.Timeout:
             raise _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.",
                              f"no answer within {self.timeout_s:.0f} s") from None
@@ -165,8 +174,12 @@ class AdminHttp:
                              f"HTTP {resp.status_code}" + (" (topic ownership moving)" if moving else ""), from_broker=moving)
         if resp.status_code == 404 and not_found is not None:
             raise TopicNotFound(not_found)
-        if resp.status_code in (401, 403):
-            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP {resp.status_code}); set credentials with 'pulsar.admin.authParams' or 'pulsar.client.authParams'.")
+        if resp.status_code == 401:
+            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP 401: not authenticated); set credentials "
+                             "with 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams' (or 'pulsar.admin.authParams').")
+        if resp.status_code == 403:
+            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP 403: the role of the credentials has no "
+                             "permission for it; see the README's 'Secured clusters' for what each feature needs).")
         if resp.status_code >= 400:
             detail = resp.text.strip()[:300]
             raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
@@ -184,6 +197,32 @@ class AdminHttp:
             raise _Transient(f"The Pulsar admin API at {self.base} gave an incomplete answer while {what}: {resp.text.strip()[:200]}",
                              "incomplete answer")
         return body
+
+
+class _Adapter(requests.adapters.HTTPAdapter):
+    """Connections that check the certificate's host name unless told not to (tlsValidateHostname=false)."""
+
+    def __init__(self, validate_hostname: bool, **kwargs: Any) -> None:
+        self._validate_hostname = validate_hostname
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if not self._validate_hostname:
+            kwargs["assert_hostname"] = False
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _tls_failure(base: str, what: str, reason: str) -> str:
+    """What to set when the broker's certificate is refused, by the reason OpenSSL gave."""
+    if "hostname" in reason.lower() or "match" in reason.lower():
+        fix = ("its certificate does not name that host: use the host name the certificate was issued for in 'admin.url', "
+               "or set 'pulsar.client.tlsValidateHostname' to false (not recommended)")
+    elif "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
+        fix = ("its certificate is not signed by a CA this query trusts: set 'pulsar.client.tlsTrustCertsFilePath' (or "
+               "'pulsar.admin.tlsTrustCertsFilePath') to the CA certificate file")
+    else:
+        fix = "check 'admin.url' and the TLS options 'pulsar.client.tlsTrustCertsFilePath' and the client certificate"
+    return f"TLS failed with the Pulsar admin API at {base} while {what}: {fix}. ({reason[:300]})"
 
 
 def _request_kind(path: str) -> str:

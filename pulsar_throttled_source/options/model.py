@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..credentials import Credentials, TlsSettings
 from ..positions import EntryPosition, MessagePosition
 from ..shared_types import AdminEndpoint, QuotaConfig, Rate
 from ..topics import TopicName
@@ -97,29 +98,23 @@ class SourceOptions:
     # client_kwargs may hold pass-through secrets (e.g. a TLS key password): kept out of repr too.
     client_kwargs: tuple[tuple[str, Any], ...] = field(repr=False)
     reader_kwargs: tuple[tuple[str, Any], ...]
-    auth_plugin: str | None
-    auth_params: Secret | None = field(repr=False)
-    admin_auth_token: Secret | None = field(repr=False)
-    admin_tls_trust: str | None = None
-    admin_tls_insecure: bool = False
+    credentials: Credentials | None  # reads (both read paths); no secret in its repr
+    admin_credentials: Credentials | None  # pulsar.admin.*, else the client's
+    admin_tls: TlsSettings = TlsSettings()  # pulsar.admin.*, else the client's trust settings
     min_entries_per_trigger: int | None = None  # the trigger floor (planning/trigger_floor.py)
     max_trigger_delay_ms: int = 900_000
-
-    @property
-    def admin_tls_verify(self) -> bool | str:
-        return False if self.admin_tls_insecure else (self.admin_tls_trust or True)
 
     # -- what the options say to the pieces that connect: the one mapping of each ------------------
     @property
     def admin(self) -> AdminEndpoint:
         """The admin API endpoint, for planning's sessions and (in ClientConfig) read tasks'."""
-        return AdminEndpoint(self.admin_url, self.admin_auth_token, self.admin_tls_verify, self.admin_timeout_ms)
+        return AdminEndpoint(self.admin_url, self.admin_credentials, self.admin_tls, self.admin_timeout_ms)
 
     def read_task_config(self, value_schema: ValueSchema | None) -> ClientConfig:
         """What a read task needs of the query's options: how to connect, read and decode."""
         from ..read_task import ClientConfig  # the read task's type, loaded where a plan is made
 
-        return ClientConfig(self.service_url, self.client_kwargs, self.reader_kwargs, self.auth_params, self.poll_timeout_ms,
+        return ClientConfig(self.service_url, self.client_kwargs, self.reader_kwargs, self.credentials, self.poll_timeout_ms,
                             self.max_rows_per_arrow_batch, admin=self.admin, fail_on_data_loss=self.fail_on_data_loss,
                             incomplete_chunk_wait_ms=self.incomplete_chunk_wait_ms, private_key_path=self.private_key_path,
                             public_key_path=self.public_key_path, crypto_failure_action=self.crypto_failure_action,

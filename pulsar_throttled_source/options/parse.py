@@ -48,9 +48,8 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     client_kwargs = passthrough.client_kwargs(opts)
     reader_kwargs = passthrough.reader_kwargs(opts)
     passthrough.check_admin_settings(opts)
-    auth_plugin = auth.auth_plugin(opts)
-    token = auth.token(opts, passthrough.CLIENT)
-    admin_token = auth.token(opts, passthrough.ADMIN) or token  # the admin API uses the client's token unless given its own
+    credentials = auth.credentials(opts, passthrough.CLIENT)
+    admin_credentials = auth.admin_credentials(opts, credentials)
 
     return SourceOptions(
         service_url=values.url(opts, "service.url"),
@@ -86,12 +85,9 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         corrupt_records=values.choice(opts, "decodeErrorMode") == "permissive",
         client_kwargs=client_kwargs,
         reader_kwargs=reader_kwargs,
-        auth_plugin=auth_plugin,
-        auth_params=token,
-        admin_auth_token=admin_token,
-        admin_tls_trust=passthrough.setting(opts, passthrough.ADMIN, "tlsTrustCertsFilePath"),
-        admin_tls_insecure=bool(values.boolean_value(passthrough.setting(opts, passthrough.ADMIN, "tlsAllowInsecureConnection"),
-                                                     "pulsar.admin.tlsAllowInsecureConnection", False)),
+        credentials=credentials,
+        admin_credentials=admin_credentials,
+        admin_tls=auth.admin_tls(opts, dict(client_kwargs), admin_credentials),
         min_entries_per_trigger=min_per_trigger,
         max_trigger_delay_ms=values.duration_ms(opts, "maxTriggerDelay"),
     )

@@ -22,15 +22,21 @@ _CLIENT_RESERVED = {"service_url", "authentication", "logger"}
 _READER_RESERVED = {"topic", "start_message_id", "reader_listener", "schema", "start_message_id_inclusive", "crypto_key_reader", "crypto_failure_action"}
 
 
+# The Java client's names of settings pulsar-client names otherwise (copied from pulsar-spark queries).
+JAVA_NAMES = {"tlshostnameverificationenable": "tlsvalidatehostname", "tlskeyfilepath": "tlsprivatekeyfilepath"}
+
+
 def short_name(key: str, prefix: str) -> str:
-    """The setting's name without prefix, '_' or '.', lowercased: authParams, auth_params and auth.params are one setting."""
-    return key[len(prefix):].replace("_", "").replace(".", "").lower()
+    """The setting's name without prefix, '_' or '.', lowercased: authParams, auth_params and auth.params are one
+    setting; a Java client name becomes the Python client's (tlsHostnameVerificationEnable: tlsValidateHostname)."""
+    short = key[len(prefix):].replace("_", "").replace(".", "").lower()
+    return JAVA_NAMES.get(short, short)
 
 
 def setting(opts: Mapping[str, str], prefix: str, name: str) -> str | None:
     """The non-blank value of a pulsar.client./pulsar.admin. setting under any spelling the prefix check accepts:
     a spelling that passes validation is never silently ignored."""
-    short = name.lower()
+    short = short_name(name, "")
     for key, value in opts.items():
         if key.startswith(prefix) and short_name(key, prefix) == short and str(value).strip():
             return str(value).strip()
@@ -88,7 +94,12 @@ def client_kwargs(opts: Mapping[str, str]) -> tuple[tuple[str, Any], ...]:
     import pulsar  # imported here so that option errors stay fast to produce in tests
 
     own = {s.key for s in settings(CLIENT)}
-    return _prefixed(opts, CLIENT, _kwarg_names(pulsar.Client.__init__, _CLIENT_RESERVED), own)
+    given = _prefixed(opts, CLIENT, _kwarg_names(pulsar.Client.__init__, _CLIENT_RESERVED), own)
+    # pulsar-client does not check that a broker's certificate names its host unless told to; a
+    # query does, unless pulsar.client.tlsValidateHostname=false says otherwise (options.auth warns).
+    if not any(name == "tls_validate_hostname" for name, _ in given):
+        given += (("tls_validate_hostname", True),)
+    return given
 
 
 def reader_kwargs(opts: Mapping[str, str]) -> tuple[tuple[str, Any], ...]:

@@ -139,7 +139,9 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("pulsar.reader.*", "prefix", None, "Passed to Client.create_reader (e.g. pulsar.reader.receiverQueueSize: "
                "your own queue replaces the sixteenth of its range a throttled query's reader asks for, and the broker "
                "reads up to that queue past each range)."),
-    OptionSpec("pulsar.admin.*", "prefix", None, "Admin API settings: pulsar.admin.authParams (token:... / file:...), pulsar.admin.tlsTrustCertsFilePath."),
+    OptionSpec("pulsar.admin.*", "prefix", None, "The admin API's own credentials and TLS checks, where they differ from the client's "
+               "(which it uses by default): pulsar.admin.authPluginClassName, pulsar.admin.authParams, "
+               "pulsar.admin.tlsTrustCertsFilePath, pulsar.admin.tlsAllowInsecureConnection, pulsar.admin.tlsValidateHostname."),
 )
 
 BY_NAME: dict[str, OptionSpec] = {s.name: s for s in SPECS}
@@ -172,6 +174,7 @@ SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("pulsar.admin.", "authPluginClassName", False),
     SettingSpec("pulsar.admin.", "tlsTrustCertsFilePath", False),
     SettingSpec("pulsar.admin.", "tlsAllowInsecureConnection", False),
+    SettingSpec("pulsar.admin.", "tlsValidateHostname", False),
     SettingSpec("pulsar.admin.", "authToken", True),
 )
 

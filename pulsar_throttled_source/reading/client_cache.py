@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..credentials import scrub
 from ..read_task import ClientConfig, PartitionRange
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
 from .parked_readers import ParkedReaders
@@ -69,8 +70,8 @@ def python_client(config: ClientConfig) -> Any:
     import pulsar
 
     kwargs = dict(config.client_kwargs)
-    if config.auth_token:
-        kwargs["authentication"] = pulsar.AuthenticationToken(config.auth_token)
+    if config.credentials:  # the client's own plugin: its OAuth2 flow, a token file read at every authentication
+        kwargs["authentication"] = pulsar.Authentication(config.credentials.plugin, config.credentials.client_params())
     kwargs.setdefault("logger", _quiet_logger())
     return pulsar.Client(config.service_url, **kwargs)
 
@@ -245,10 +246,18 @@ def _open_with_retries(part: PartitionRange, open_once: Callable[[], Any], drop:
         gave_up = f" Gave up after retrying for {cfg.poll_timeout_ms} ms (option 'pollTimeoutMs')."
     except Exception as e:
         error = e
-    detail = str(error).replace(cfg.auth_token, "***") if cfg.auth_token else str(error)  # never echo a token
-    raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {detail}. Check option 'service.url' "
-                       "(the broker's pulsar://host:port) and, if the broker requires authentication, "
+    raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {scrub(str(error), cfg.credentials)}. "
+                       f"Check option 'service.url' (the broker's pulsar://host:port or pulsar+ssl://host:port){_tls_hint(cfg)} and, "
+                       "if the broker requires authentication, 'pulsar.client.authPluginClassName' and "
                        f"'pulsar.client.authParams'.{gave_up}") from None
+
+
+def _tls_hint(cfg: ClientConfig) -> str:
+    """For a TLS service URL: the options that decide whether its certificate is trusted."""
+    if not cfg.service_url.startswith("pulsar+ssl://"):
+        return ""
+    return (", 'pulsar.client.tlsTrustCertsFilePath' (the CA that signed the broker's certificate; "
+            "'pulsar.client.tlsValidateHostname=false' if the certificate does not name the host)")
 
 
 def has_message_available(reader: Any, part: PartitionRange, gone: Callable[[], bool] | None = None) -> bool:

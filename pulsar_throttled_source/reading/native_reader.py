@@ -60,10 +60,10 @@ def _c_strings(pairs: list[tuple[str, Any]]) -> tuple[Any, Any, int]:
 
 
 def create_client(lib: ctypes.CDLL, cfg: ClientConfig) -> int:
-    """A native client for `cfg` (raises with the library's reason; never shows the token)."""
+    """A native client for `cfg` (raises with the library's reason, which names no secret)."""
     pairs = list(cfg.client_kwargs)
-    if cfg.auth_token:
-        pairs.append(("auth_token", cfg.auth_token))
+    if cfg.credentials:  # through the client's own plugin, as the Python path (client_cache.python_client)
+        pairs += [("auth_plugin", cfg.credentials.plugin), ("auth_params", cfg.credentials.client_params())]
     names, values, n = _c_strings(pairs)
     err = ctypes.create_string_buffer(512)
     client = lib.par_client_create(cfg.service_url.encode(), names, values, n, err, len(err))

@@ -30,6 +30,7 @@ from streaming import Collected, failure_of, identity, read_stream, sent_identit
 from topic_admin import TopicAdmin
 
 from pulsar_throttled_source import local_broker
+from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.local_broker import LocalBroker, make_token
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError
@@ -77,7 +78,7 @@ def token_file(tmp_path_factory, token) -> Path:
 
 @pytest.fixture(scope="module")
 def auth_topic(auth_broker, token):
-    admin = TopicAdmin(auth_broker.admin_url, 10, auth_token=token)
+    admin = TopicAdmin(auth_broker.admin_url, 10, credentials=TokenAuth(token=token))
     client = pulsar.Client(auth_broker.service_url, authentication=pulsar.AuthenticationToken(token), logger=_quiet_logger())
     try:
         topic = create_topic(admin, f"auth-{int(time.time() * 1000)}", 2)
@@ -137,12 +138,12 @@ def query_error(spark, opts: dict[str, str], checkpoint: Path) -> tuple[str, flo
 def test_broker_refuses_requests_without_a_valid_token(auth_broker, token, wrong_token, auth_topic):
     topic, _ = auth_topic
     for tok in (None, wrong_token):
-        admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=tok)
+        admin = PulsarAdmin(auth_broker.admin_url, 10, credentials=TokenAuth(token=tok) if tok else None)
         with pytest.raises(AdminError) as err:
             admin.list_topics("public/default")
         admin.close()
         assert "HTTP 401" in str(err.value) and "pulsar.admin.authParams" in str(err.value)
-    admin = PulsarAdmin(auth_broker.admin_url, 10, auth_token=token)
+    admin = PulsarAdmin(auth_broker.admin_url, 10, credentials=TokenAuth(token=token))
     assert f"{topic}-partition-0" in admin.list_topics("public/default")
     admin.close()
     client = pulsar.Client(auth_broker.service_url, logger=_quiet_logger(), operation_timeout_seconds=2, connection_timeout_ms=1000)
@@ -189,8 +190,10 @@ def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_t
     parsed = parse_options({k.lower(): v for k, v in opts.items()})
     config = PulsarStreamReader(parsed)._client_config()
     part = PartitionRange(f"{topic}-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
-    assert config.auth_token == token and parsed.admin_auth_token == token
-    shown = "\n".join([repr(parsed), str(parsed), repr(config), repr(part), str(part), repr(parsed.auth_params), repr(parsed.admin_auth_token),
+    from_file, as_value = TokenAuth(file=str(token_file)), TokenAuth(token=token)
+    assert config.credentials == (from_file if how == "client-file" else as_value)
+    assert parsed.admin_credentials == (as_value if how == "client-token" else from_file)
+    shown = "\n".join([repr(parsed), str(parsed), repr(config), repr(part), str(part), repr(parsed.credentials), repr(parsed.admin_credentials),
                        repr(dict(parsed.client_kwargs)), repr(PulsarStreamReader(parsed).admin)])
     assert_no_secret(shown, secrets, "a repr of the parsed options, ClientConfig or PartitionRange")
 
@@ -202,8 +205,8 @@ def test_every_accepted_spelling_of_the_token_option_is_used(auth_broker, auth_t
     topic, _ = auth_topic
     value = token if key.lower().endswith("token") else f"token:{token}"
     parsed = parse_options({"topic": topic, key.lower(): value})
-    assert parsed.admin_auth_token == token
-    assert parsed.auth_params == (None if key.startswith("pulsar.admin.") else token)
+    assert parsed.admin_credentials == TokenAuth(token=token)
+    assert parsed.credentials == (None if key.startswith("pulsar.admin.") else TokenAuth(token=token))
     assert_no_secret(repr(parsed), secrets_of(token, wrong_token), "repr of the parsed options")
     # and the admin API accepts what was parsed
     reader = PulsarStreamReader(parse_options({"topic": topic, "admin.url": auth_broker.admin_url, key.lower(): value}))

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
@@ -223,8 +224,9 @@ def test_answers_map_to_errors_that_say_what_to_do(stub_admin_api):
     url = _url(stub_admin_api)
     admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30, known_good=True)
     cases = [
-        (401, AdminError, r"refused listing the topics of namespace public/default \(HTTP 401\); set credentials with 'pulsar.admin.authParams'"),
-        (403, AdminError, r"HTTP 403.*pulsar.client.authParams"),
+        (401, AdminError, r"refused listing the topics of namespace public/default \(HTTP 401: not authenticated\); set credentials "
+                          r"with 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams' \(or 'pulsar.admin.authParams'\)"),
+        (403, AdminError, r"HTTP 403: the role of the credentials has no permission for it; see the README's 'Secured clusters'"),
         ((400, b"bad request: no such thing"), AdminError, "failed while listing .*: HTTP 400 bad request: no such thing"),
         ((200, b"<html>not the admin API</html>"), AdminError, "returned non-JSON .*is 'admin.url' the broker's HTTP admin address"),
         ((503, b"Transactions are not enabled: transactionCoordinatorEnabled=false"), TransactionsDisabled,
@@ -254,7 +256,7 @@ def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
     try:
         owner_url = f"http://127.0.0.1:{owner.server_address[1]}/admin/v2/persistent/public/default"
         _Scripted.statuses = [(307, b"", owner_url), 200]
-        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, auth_token="tok3n")
+        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
         assert admin.list_topics("public/default") == []
         assert _Scripted.seen_auth == ["Bearer tok3n", "Bearer tok3n"]
     finally:
@@ -265,7 +267,7 @@ def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
 def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
     token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature-never-shown"
     caplog.set_level(logging.DEBUG)
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, auth_token=token, retry_timeout_s=0.6)
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token=token), retry_timeout_s=0.6)
     assert admin.list_topics("public/default") == []
     _Scripted.statuses = [503, 503]
     assert admin.list_topics("public/default") == []

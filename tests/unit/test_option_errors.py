@@ -92,10 +92,11 @@ CASES: list[tuple[str, dict[str, str | None], list[str]]] = [
     ("auth-token-file-missing", {"pulsar.client.authParams": "file:///no/such/token-{unique}"},
      ["'pulsar.client.authParams': cannot read the token file /no/such/token-{unique}"]),
     ("auth-token-file-empty", {"pulsar.admin.authParams": "file://{empty_file}"}, ["'pulsar.admin.authParams': the token file {empty_file} is empty"]),
-    ("admin-auth-plugin-unsupported", {"pulsar.admin.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationBasic"},
-     ["'pulsar.admin.authPluginClassName'", "is not supported", "AuthenticationToken"]),
-    ("auth-plugin-unsupported", {"pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationTls"},
-     ["'pulsar.client.authPluginClassName'", "is not supported", "AuthenticationToken"]),
+    ("admin-auth-plugin-unsupported", {"pulsar.admin.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationSasl"},
+     ["'pulsar.admin.authPluginClassName'", "is not supported (Kerberos (SASL) is not in pulsar-client", "expected token, tls, oauth2, basic or athenz"]),
+    ("auth-plugin-unsupported", {"pulsar.client.authPluginClassName": "com.example.MyAuth"},
+     ["'pulsar.client.authPluginClassName': 'com.example.MyAuth' is not supported; expected token, tls, oauth2",
+      "org.apache.pulsar.client.impl.auth.oauth2.AuthenticationOAuth2"]),
     ("subscription-invalid", {"subscription": "bad name!"}, ["'subscription': 'bad name!' is not allowed", "letters, digits"]),
 ]
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
 from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, readme_table, values
 from pulsar_throttled_source.positions import EntryPosition
 
@@ -82,9 +83,9 @@ def test_starting_offsets_json_and_time():
 def test_client_and_reader_passthrough_and_secret_hidden():
     o = parse(**{"pulsar.client.operationTimeoutSeconds": "7", "pulsar.reader.receiverQueueSize": "500",
                  "pulsar.client.authParams": "token:SECRET-TOKEN-123"})
-    assert dict(o.client_kwargs) == {"operation_timeout_seconds": 7}
+    assert dict(o.client_kwargs) == {"operation_timeout_seconds": 7, "tls_validate_hostname": True}
     assert dict(o.reader_kwargs) == {"receiver_queue_size": 500}
-    assert o.auth_params == "SECRET-TOKEN-123" and o.admin_auth_token == "SECRET-TOKEN-123"
+    assert o.credentials == o.admin_credentials == TokenAuth(token="SECRET-TOKEN-123")
     assert "SECRET-TOKEN-123" not in repr(o)
 
 
@@ -206,14 +207,16 @@ def test_secret_settings_never_show_their_value(setting):
             parse(**{setting.prefix + setting.name: "user=x,password=hunter2-secret"})
         assert "hunter2" not in str(err.value) and "(value not shown)" in str(err.value)
     o = parse(**{setting.prefix + setting.name: "token:hunter2-ok" if params else "hunter2-ok"})
-    assert "hunter2" not in repr(o) and "hunter2-ok" in (o.auth_params, o.admin_auth_token)
+    assert "hunter2" not in repr(o) and TokenAuth(token="hunter2-ok") in (o.credentials, o.admin_credentials)
 
 
 def test_admin_settings_read_under_every_accepted_spelling():
     o = parse(**{"pulsar.admin.tls_trust_certs_file_path": "/ca.pem"})
-    assert o.admin_tls_trust == "/ca.pem" and o.admin_tls_verify == "/ca.pem"
+    assert o.admin_tls.trust_file == "/ca.pem" and o.admin_tls.verify == "/ca.pem"
     o = parse(**{"pulsar.admin.tls.allow.insecure.connection": "true", "pulsar.admin.auth_token": "abc"})
-    assert o.admin_tls_verify is False and o.admin_auth_token == "abc"
+    assert o.admin_tls.verify is False and o.admin_credentials == TokenAuth(token="abc")
+    o = parse(**{"pulsar.admin.tlsHostnameVerificationEnable": "false"})  # the Java client's name
+    assert not o.admin_tls.validate_hostname
     with pytest.raises(ValueError, match="'pulsar.admin.tlsAllowInsecureConnection': 'perhaps' is not allowed"):
         parse(**{"pulsar.admin.tlsAllowInsecureConnection": "perhaps"})
 
@@ -243,19 +246,19 @@ def test_one_mapping_from_the_options_to_a_read_task_and_its_admin_sessions():
                  "failOnDataLoss": "false", "incompleteChunkWaitMs": "1234", "cryptoFailureAction": "discard",
                  "encryption.privateKeyPath": "/k.pem", "readPath": "python",
                  "pulsar.reader.receiverQueueSize": "50", "pulsar.client.operationTimeoutSeconds": "3"})
-    assert o.admin == AdminEndpoint("https://a:8443", "A-2", "/ca.pem", 4000)
+    assert o.admin == AdminEndpoint("https://a:8443", TokenAuth(token="A-2"), TlsSettings(trust_file="/ca.pem"), 4000)
     cfg = o.read_task_config(ValueSchema("STRING"))
     assert cfg.admin == o.admin and "A-2" not in repr(cfg) and "T-1" not in repr(cfg)
-    assert (cfg.service_url, cfg.auth_token, dict(cfg.client_kwargs), dict(cfg.reader_kwargs)) == (
-        "pulsar://b:6651", "T-1", {"operation_timeout_seconds": 3}, {"receiver_queue_size": 50})
+    assert (cfg.service_url, cfg.credentials, dict(cfg.client_kwargs), dict(cfg.reader_kwargs)) == (
+        "pulsar://b:6651", TokenAuth(token="T-1"), {"operation_timeout_seconds": 3, "tls_validate_hostname": True},
+        {"receiver_queue_size": 50})
     assert (cfg.poll_timeout_ms, cfg.max_rows_per_batch, cfg.fail_on_data_loss, cfg.incomplete_chunk_wait_ms) == (7000, 123, False, 1234)
     assert (cfg.private_key_path, cfg.public_key_path, cfg.crypto_failure_action, cfg.read_path) == ("/k.pem", None, "discard", "python")
     assert cfg.value_schema == ValueSchema("STRING")
     # The sessions: planning retries for adminRetryTimeoutMs, a read task for pollTimeoutMs, its quick checks never.
     sessions = [PulsarAdmin.for_planning(o), PulsarAdmin.for_read_task(cfg), PulsarAdmin.for_quick_checks(cfg)]
     try:
-        assert {(s.base, s._session.verify, s._session.headers["Authorization"]) for s in sessions} == {
-            ("https://a:8443", "/ca.pem", "Bearer A-2")}
+        assert {(s.base, s._verify, repr(s._session.auth)) for s in sessions} == {("https://a:8443", "/ca.pem", "StaticToken(***)")}
         assert [(s.timeout_s, s.retry_timeout_s) for s in sessions] == [(4.0, 9.0), (4.0, 7.0), (4.0, 0.0)]
     finally:
         for s in sessions:

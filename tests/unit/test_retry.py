@@ -8,6 +8,7 @@ import time
 import pulsar
 import pytest
 
+from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
@@ -159,7 +160,7 @@ def fake_client(monkeypatch):
 
 
 def _part(poll_timeout_ms: int) -> PartitionRange:
-    config = ClientConfig("pulsar://broker:6650", (), (("reader_name", "r"),), TOKEN, poll_timeout_ms, 100)
+    config = ClientConfig("pulsar://broker:6650", (), (("reader_name", "r"),), TokenAuth(token=TOKEN), poll_timeout_ms, 100)
     return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
 
 
@@ -194,7 +195,7 @@ def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
     client, dropped = fake_client
     client.errors = [pulsar.AuthenticationError(f"bad token {TOKEN}")]
     started = time.monotonic()
-    with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authParams'\.$"):
+    with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authPluginClassName' and 'pulsar.client.authParams'\.$"):
         client_cache.open_reader(_part(30_000), "earliest")
     assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
 

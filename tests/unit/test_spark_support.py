@@ -96,7 +96,7 @@ def test_the_read_path_can_be_shipped_by_value_with_a_live_client_cached():
         from pulsar_throttled_source.reading.read import read_range
         from pulsar_throttled_source.read_task import ClientConfig
 
-        config = ClientConfig(service_url="pulsar://127.0.0.1:1", client_kwargs=(), reader_kwargs=(), auth_token=None,
+        config = ClientConfig(service_url="pulsar://127.0.0.1:1", client_kwargs=(), reader_kwargs=(), credentials=None,
                               poll_timeout_ms=1000, max_rows_per_batch=10)
         live = client_cache.client_for(config)  # the driver process has used the cache
         cloudpickle.register_pickle_by_value(pulsar_throttled_source)
