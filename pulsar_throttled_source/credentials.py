@@ -94,8 +94,8 @@ class AthenzAuth:
         return self.params
 
     def secrets(self) -> tuple[str, ...]:
-        private_key = json.loads(self.params).get("privateKey", "")
-        return (self.params,) + ((private_key,) if str(private_key).startswith("data:") else ())
+        private_key = str(json.loads(self.params).get("privateKey", ""))
+        return (private_key,) if private_key.startswith("data:") else ()  # else names and a key file's path
 
 
 Credentials = TokenAuth | TlsAuth | OAuth2Auth | BasicAuth | AthenzAuth

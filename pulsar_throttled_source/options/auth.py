@@ -54,15 +54,33 @@ def credentials(opts: Mapping[str, str], prefix: str) -> Credentials | None:
         return None
     if params is None and method != "tls":
         raise ValueError(f"Option '{params_option}' is required with {plugin_option}={plugin_raw}: the plugin's parameters.")
+    found = _parsed(method, params, opts, prefix, params_option)
+    if found.secrets() and params and not SPARK_REDACTION.search(params):
+        raise ValueError(f"Option '{params_option}': Spark would show this value in query plans, the Spark UI and its event "
+                         "log: it holds a secret but none of the words Spark's redaction (spark.redaction.regex) hides by "
+                         f"default (secret, password, token, access key, credential); {_REDACTABLE[found.plugin]}.")
+    return found
+
+
+# Spark hides an option's value where its key or value matches spark.redaction.regex; this is its
+# default (PySpark 4.0 to 4.3). No key of ours matches it, so a value holding a secret must.
+SPARK_REDACTION = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
+_REDACTABLE = {"token": "write it as 'token:<jwt>'",
+               "oauth2": 'give "type": "client_credentials" with it, or privateKey as a file:// path',
+               "athenz": "give privateKey as a file:// path",
+               "basic": 'write it as {"userId": "...", "password": "..."}'}
+
+
+def _parsed(method: str, params: str | None, opts: Mapping[str, str], prefix: str, option: str) -> Credentials:
     if method == "token":
-        return _token(params or "", params_option)
+        return _token(params or "", option)
     if method == "tls":
-        return _tls(params, opts, prefix, params_option)
+        return _tls(params, opts, prefix, option)
     if method == "oauth2":
-        return _oauth2(params or "", params_option)
+        return _oauth2(params or "", option)
     if method == "basic":
-        return _basic(params or "", params_option)
-    _json_object(params or "", params_option, "Athenz parameters")
+        return _basic(params or "", option)
+    _json_object(params or "", option, "Athenz parameters")
     return AthenzAuth(params or "")
 
 
