@@ -42,9 +42,13 @@ def build(arch: str, out: Path) -> Path:
         env = {**os.environ, "CC": zig, "LDSHARED": f"{zig} -shared", "CFLAGS": "", "LDFLAGS": "",
                "PULSAR_THROTTLED_SOURCE_VERSION": version()}  # setup.py cannot see the checkout from the copy
         before = set(out.glob("*.whl"))
-        subprocess.run([sys.executable, "setup.py", "-q", "bdist_wheel", "--plat-name", f"manylinux_2_17_{arch}",
-                        "--py-limited-api", "cp310", "-d", str(out)], cwd=tree, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        # setuptools warns at length that setup.py commands are deprecated: shown only when the build fails
+        done = subprocess.run([sys.executable, "setup.py", "-q", "bdist_wheel", "--plat-name", f"manylinux_2_17_{arch}",
+                               "--py-limited-api", "cp310", "-d", str(out)], cwd=tree, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"building the {arch} wheel failed (exit {done.returncode})")
     (wheel,) = set(out.glob(f"*manylinux_2_17_{arch}*.whl")) - before or set(out.glob(f"*manylinux_2_17_{arch}*.whl"))
     return wheel
 
