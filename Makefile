@@ -43,7 +43,8 @@ test: lint
 # The release artifacts, in dist/ (git-ignored): the sdist, the pure-Python wheel built from that sdist (as
 # pip would from an index), the native read path's manylinux_2_17 x86_64 and aarch64 wheels (cross-compiled
 # with Zig; native/build_wheels.py runs `auditwheel show` on each and fails unless it is manylinux_2_17), then
-# `twine check --strict` on all four. 16-40 s on the 2-core test machine (the Zig cache warm).
+# `twine check --strict` on all four. On the 2-core test machine: 16-40 s,
+# about 90 s with a cold Zig cache (~/.cache/zig: its glibc 2.17 stubs for each architecture).
 dist: $(STAMP)
 	rm -rf dist
 	$(PY) -m build --outdir dist . >/dev/null
