@@ -5,7 +5,8 @@ set -euo pipefail
 
 # The repo is mounted read-only; build from a copy of what the package needs.
 rm -rf /tmp/src && mkdir -p /tmp/src
-cp -r /workspace/pyproject.toml /workspace/README.md /workspace/pyspark_pulsar_throttled.py /workspace/pulsar_throttled_source /tmp/src/
+cp -r /workspace/pyproject.toml /workspace/README.md /workspace/LICENSE /workspace/NOTICE /workspace/pyspark_pulsar_throttled.py \
+  /workspace/pulsar_throttled_source /tmp/src/
 # PIP_BREAK_SYSTEM_PACKAGES: the container is disposable; newer pips refuse system installs without it.
 PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install --quiet --no-cache-dir "/tmp/src[spark]"
 

@@ -24,17 +24,31 @@ HERE = Path(__file__).resolve().parent
 GLIBC = "2.17"  # manylinux2014: every Databricks and EMR image has a newer glibc
 
 
+def version() -> str:
+    """pulsar-throttled-source's version, which the native distribution is released at (setup.py)."""
+    init = HERE.parent / "pulsar_throttled_source" / "__init__.py"
+    found = re.search(r'^__version__ = "([^"]+)"$', init.read_text(), re.M)
+    if found is None:
+        raise SystemExit(f"no __version__ in {init}")
+    return found.group(1)
+
+
 def build(arch: str, out: Path) -> Path:
     """One wheel for `arch`, built from a copy of this folder (no build files left in the tree)."""
     zig = f"{sys.executable} -m ziglang cc -target {arch}-linux-gnu.{GLIBC}"
     with tempfile.TemporaryDirectory(prefix=f"native-{arch}-") as work:
         tree = Path(work) / "native"
         shutil.copytree(HERE, tree, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
-        env = {**os.environ, "CC": zig, "LDSHARED": f"{zig} -shared", "CFLAGS": "", "LDFLAGS": ""}
+        env = {**os.environ, "CC": zig, "LDSHARED": f"{zig} -shared", "CFLAGS": "", "LDFLAGS": "",
+               "PULSAR_THROTTLED_SOURCE_VERSION": version()}  # setup.py cannot see the checkout from the copy
         before = set(out.glob("*.whl"))
-        subprocess.run([sys.executable, "setup.py", "-q", "bdist_wheel", "--plat-name", f"manylinux_2_17_{arch}",
-                        "--py-limited-api", "cp310", "-d", str(out)], cwd=tree, env=env, check=True,
-                       stdout=subprocess.DEVNULL)
+        # setuptools warns at length that setup.py commands are deprecated: shown only when the build fails
+        done = subprocess.run([sys.executable, "setup.py", "-q", "bdist_wheel", "--plat-name", f"manylinux_2_17_{arch}",
+                               "--py-limited-api", "cp310", "-d", str(out)], cwd=tree, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if done.returncode != 0:
+            sys.stderr.write(done.stderr)
+            raise SystemExit(f"building the {arch} wheel failed (exit {done.returncode})")
     (wheel,) = set(out.glob(f"*manylinux_2_17_{arch}*.whl")) - before or set(out.glob(f"*manylinux_2_17_{arch}*.whl"))
     return wheel
 

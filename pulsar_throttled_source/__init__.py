@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["PulsarThrottledDataSource"]
+# The one place the version is written: pyproject.toml and native/setup.py read it from here (the native
+# distribution is released at the same version, which the `native` extra pins; see CHANGELOG.md).
 __version__ = "0.1.0"
 
 

@@ -13,11 +13,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def build_wheel(out: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(ROOT), "-w", str(out)],
+def build_dist(out: Path) -> tuple[Path, Path]:
+    """The sdist and the wheel built from it, as `make dist` builds them (python -m build): nothing of
+    a checkout's own build/ or egg-info/ can reach the wheel that is not in the sdist."""
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
                    check=True, capture_output=True, timeout=300)
+    (sdist,) = out.glob("pulsar_throttled_source-*.tar.gz")
     (wheel,) = out.glob("pulsar_throttled_source-*.whl")
-    return wheel
+    return sdist, wheel
+
+
+def build_wheel(out: Path) -> Path:
+    return build_dist(out)[1]
 
 
 def runtime_python(home: Path) -> Path:

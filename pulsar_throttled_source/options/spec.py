@@ -1,7 +1,7 @@
 """The one table of options: name, kind, default, bounds, allowed values, meaning.
 
 The parser reads defaults, bounds and allowed values from here (values.py reads one option by
-its spec), and the README's option table is generated from it (readme_table.py), so a default
+its spec), and the README's option table is generated from it (tools/readme_table.py), so a default
 or a meaning is written once. Rules that involve several options live in parse.py.
 """
 

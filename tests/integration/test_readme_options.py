@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.options import OPTIONS, parse_options, readme_table
+from pulsar_throttled_source.options import OPTIONS, parse_options
+from tools import readme_table
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -31,7 +32,7 @@ def option_table() -> dict[str, tuple[str, str]]:
     return rows
 
 
-FIX = "Regenerate it: python -m pulsar_throttled_source.options.readme_table --write"
+FIX = "Regenerate it: python -m tools.readme_table --write"
 
 
 def test_readme_option_table_matches_options_both_ways():

@@ -7,8 +7,9 @@ import re
 import pytest
 
 from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
-from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, readme_table, values
+from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, values
 from pulsar_throttled_source.positions import EntryPosition
+from tools import readme_table
 
 BASE = {"topic": "orders"}
 

@@ -1,11 +1,11 @@
-"""A development tool, NOT used by queries: the README's option table, generated from the spec table
-so that it is never edited by hand. It works in a source checkout only (it edits the README.md beside
-the package); it ships in the wheel because the option table it renders is the package's own
-(tests/integration/test_readme_options.py checks the README against it).
+"""A development tool, NOT used by queries and not in the wheel: the README's option table, generated
+from the spec table (pulsar_throttled_source/options/spec.py) so that it is never edited by hand. It
+works in a source checkout (it edits the README.md at the repository root), run from that root;
+tests/integration/test_readme_options.py checks the README against it.
 
-    python -m pulsar_throttled_source.options.readme_table            # print the table
-    python -m pulsar_throttled_source.options.readme_table --write    # replace the table in README.md
-    python -m pulsar_throttled_source.options.readme_table --check    # exit 1 when README.md differs
+    python -m tools.readme_table            # print the table
+    python -m tools.readme_table --write    # replace the table in README.md
+    python -m tools.readme_table --check    # exit 1 when README.md differs
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import re
 import sys
 from pathlib import Path
 
-from .spec import SPECS
+from pulsar_throttled_source.options.spec import SPECS
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[1] / "README.md"
 HEADER = "| Option | Default | Meaning |\n|---|---|---|\n"
 # The table inside the README's "## Options" section: its header and every row after it.
 _TABLE = re.compile(r"(^## Options\n(?:(?!^## ).*\n)*?)(" + re.escape(HEADER) + r"(?:\|.*\|\n)*)", re.M)
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         args.readme.write_text(rewrite(args.readme.read_text()))
     elif args.check:
         if readme_table(args.readme.read_text()) != render():
-            print(f"{args.readme}: the option table is out of date; run python -m pulsar_throttled_source.options.readme_table --write",
+            print(f"{args.readme}: the option table is out of date; run python -m tools.readme_table --write",
                   file=sys.stderr)
             return 1
     else:

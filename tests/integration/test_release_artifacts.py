@@ -1,0 +1,170 @@
+"""Issue 42: the release artifacts `make dist` builds, built here once per module the same way (the sdist,
+the pure wheel built from it, the native manylinux wheels): each carries LICENSE and NOTICE, the pure wheel
+holds exactly the runtime files (no development tool), the metadata has its classifiers, URLs and license,
+the [native] extra pins the native distribution at the package's version, and twine accepts all of them.
+(test_wheel.py installs the pure wheel into a runtime's Python; test_native_read.py reads through the
+native x86_64 wheel.)"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.message import Message
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from runtime_wheel import ROOT, build_dist
+from trove_classifiers import classifiers as TROVE
+
+import pulsar_throttled_source
+
+VERSION = pulsar_throttled_source.__version__
+REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source"  # a placeholder (CHANGELOG.md)
+
+# Every file the runtime wheel holds besides its .dist-info, by folder. A new module of the data source is
+# added here; a development tool (like local_broker/ or tools/) stays out of the wheel (pyproject.toml).
+RUNTIME_FILES = {
+    "": "pyspark_pulsar_throttled.py",
+    "pulsar_throttled_source": "__init__.py batch.py console_log.py credentials.py datasource.py entry_values.py offsets.py positions.py "
+                               "protobuf_wire.py py.typed read_task.py retry.py shared_types.py spark_support.py stream.py "
+                               "stream_spark40.py stream_spark42.py topics.py",
+    "pulsar_throttled_source/metadata": "__init__.py admin.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
+                                        "entry_estimates.py entry_headers.py entry_lookups.py entry_sizes.py layout.py policies.py "
+                                        "uniform_batching.py window_pricing.py",
+    "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py spec.py values.py",
+    "pulsar_throttled_source/planning": "__init__.py admission.py data_loss.py progress.py publish_rates.py read_limit.py "
+                                        "start_positions.py task_ranges.py trigger_floor.py",
+    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py entry_lookup.py errors.py "
+                                       "native_library.py native_read.py native_reader.py parked_readers.py range_entries.py "
+                                       "range_progress.py read.py read_path.py watch.py",
+    "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
+                                       "topic_schema.py",
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py engine.py estimators.py headroom.py model.py "
+                                          "redis_store.py report.py store.py store_factory.py",
+}
+ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}
+DIST_INFO = {"METADATA", "WHEEL", "RECORD", "top_level.txt", "licenses/LICENSE", "licenses/NOTICE"}
+NATIVE_FILES = {"pulsar_throttled_native/__init__.py", "pulsar_throttled_native/_pulsar_arrow_reader.abi3.so"}
+ARCHES = ("x86_64", "aarch64")
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    sdist, wheel = build_dist(out)
+    built = subprocess.run([sys.executable, str(ROOT / "native" / "build_wheels.py"), "--out", str(out)],
+                           capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stdout + built.stderr  # auditwheel: manylinux_2_17 for each arch
+    native = {arch: next(out.glob(f"pulsar_throttled_source_native-{VERSION}-cp310-abi3-manylinux_2_17_{arch}.whl"))
+              for arch in ARCHES}
+    return {"sdist": sdist, "wheel": wheel, **native}
+
+
+def wheel_files(wheel: Path) -> tuple[set[str], dict[str, bytes]]:
+    """The wheel's files outside its .dist-info, and its .dist-info files by name within it."""
+    with zipfile.ZipFile(wheel) as z:
+        names = z.namelist()
+        info = {n.split(".dist-info/", 1)[1]: z.read(n) for n in names if ".dist-info/" in n}
+    return {n for n in names if ".dist-info/" not in n}, info
+
+
+def sdist_files(sdist: Path) -> dict[str, bytes]:
+    with tarfile.open(sdist) as t:
+        return {m.name.split("/", 1)[1]: t.extractfile(m).read() for m in t.getmembers() if m.isfile()}
+
+
+def metadata(raw: bytes) -> Message:
+    return Parser().parsestr(raw.decode())
+
+
+def test_the_wheel_holds_exactly_the_runtime_files(dist):
+    files, info = wheel_files(dist["wheel"])
+    assert not files - ALLOWED, (f"files in the wheel that are not the data source's: {sorted(files - ALLOWED)}. A development "
+                                 "tool stays out of the wheel (pyproject.toml); a new runtime module goes into RUNTIME_FILES")
+    assert not ALLOWED - files, f"runtime files missing from the wheel: {sorted(ALLOWED - files)}"
+    assert set(info) == DIST_INFO, sorted(info)  # no entry_points.txt: no console script (the local broker's is gone)
+
+
+def test_every_artifact_carries_license_and_notice(dist):
+    license_, notice = (ROOT / "LICENSE").read_bytes(), (ROOT / "NOTICE").read_bytes()
+    assert b"Apache License\n                           Version 2.0, January 2004" in license_
+    assert (ROOT / "native" / "LICENSE").read_bytes() == license_
+    for name in ("wheel", *ARCHES):
+        _, info = wheel_files(dist[name])
+        assert info["licenses/LICENSE"] == license_, name
+        own_notice = notice if name == "wheel" else (ROOT / "native" / "NOTICE").read_bytes()
+        assert info["licenses/NOTICE"] == own_notice, name
+        assert metadata(info["METADATA"]).get_all("License-File") == ["LICENSE", "NOTICE"], name
+    files = sdist_files(dist["sdist"])
+    assert files["LICENSE"] == license_ and files["NOTICE"] == notice
+    assert metadata(files["PKG-INFO"]).get_all("License-File") == ["LICENSE", "NOTICE"]
+
+
+def test_the_sdist_builds_the_wheel_and_holds_no_development_tool(dist):
+    files = set(sdist_files(dist["sdist"]))
+    sources = {n for n in files if n.startswith(("pulsar_throttled_source/", "pyspark_pulsar_throttled"))}
+    assert sources == ALLOWED, sorted(sources ^ ALLOWED)  # the package's files, exactly the wheel's
+    assert {"README.md", "CHANGELOG.md", "LICENSE", "NOTICE", "pyproject.toml", "setup.py", "PKG-INFO"} <= files, sorted(files)
+    others = {n for n in files - sources if "/" in n and not n.startswith("pulsar_throttled_source.egg-info/")}
+    assert not others, f"the sdist holds more than the runtime package: {sorted(others)}"  # tools/, tests/, native/, ...
+
+
+def test_the_metadata_has_its_classifiers_urls_and_license(dist):
+    _, info = wheel_files(dist["wheel"])
+    meta = metadata(info["METADATA"])
+    assert meta["Name"] == "pulsar-throttled-source" and meta["Version"] == VERSION
+    assert meta["License-Expression"] == "Apache-2.0"
+    classifiers = meta.get_all("Classifier")
+    assert not set(classifiers) - TROVE, f"not trove classifiers (PyPI refuses an upload with them): {set(classifiers) - TROVE}"
+    for expected in ("Programming Language :: Python :: 3.10", "Programming Language :: Python :: 3.11",
+                     "Programming Language :: Python :: 3.12", "Programming Language :: Python :: 3.13", "Typing :: Typed"):
+        assert expected in classifiers, classifiers
+    assert [c for c in classifiers if c.startswith("Development Status ::")], classifiers
+    assert [c for c in classifiers if c.startswith("Topic ::")], classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")], classifiers  # PEP 639: the expression says it
+    assert meta["Requires-Python"] == ">=3.10"
+    urls = dict(line.split(", ", 1) for line in meta.get_all("Project-URL"))
+    assert set(urls) == {"Homepage", "Documentation", "Repository", "Issues", "Changelog"}, urls
+    assert all(url.startswith(REPOSITORY) for url in urls.values()), urls
+    assert {"pyspark", "pulsar", "structured-streaming"} <= set(meta["Keywords"].split(",")), meta["Keywords"]
+    for arch in ARCHES:
+        _, native = wheel_files(dist[arch])
+        native_meta = metadata(native["METADATA"])
+        assert native_meta["Version"] == VERSION and native_meta["License-Expression"] == "Apache-2.0", arch
+        assert not set(native_meta.get_all("Classifier")) - TROVE, arch
+        assert wheel_files(dist[arch])[0] == NATIVE_FILES, arch
+
+
+def test_the_native_extra_pins_the_native_wheels_where_they_exist(dist):
+    _, info = wheel_files(dist["wheel"])
+    meta = metadata(info["METADATA"])
+    assert "native" in meta.get_all("Provides-Extra")
+    requires = [Requirement(line) for line in meta.get_all("Requires-Dist")]
+    native = [r for r in requires if r.marker is not None and r.marker.evaluate({"extra": "native"})
+              and not r.marker.evaluate({"extra": ""})]
+    assert [(r.name, str(r.specifier)) for r in native] == [("pulsar-throttled-source-native", f"=={VERSION}")], requires
+    (requirement,) = native
+    assert not [r for r in requires if r.name == "pulsar-throttled-source-native" and r not in native]  # only in the extra
+
+    def wanted(**where: str) -> bool:
+        return requirement.marker.evaluate({**default_environment(), "extra": "native", **where})
+
+    linux = {"sys_platform": "linux", "platform_python_implementation": "CPython"}
+    for arch in ARCHES:  # where a wheel exists, the extra installs it (and with it, never a compiler)
+        assert wanted(**linux, platform_machine=arch), arch
+        assert requirement.specifier.contains(metadata(wheel_files(dist[arch])[1]["METADATA"])["Version"]), arch
+    for elsewhere in ({**linux, "platform_machine": "ppc64le"}, {**linux, "platform_machine": "x86_64", "platform_python_implementation": "PyPy"},
+                      {"sys_platform": "darwin", "platform_machine": "arm64"}, {"sys_platform": "win32", "platform_machine": "AMD64"}):
+        assert not wanted(**elsewhere), elsewhere  # no wheel there: the Python path, and pip still installs the package
+
+
+def test_twine_accepts_every_artifact(dist):
+    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.values())],
+                             capture_output=True, text=True, timeout=300)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert checked.stdout.count("PASSED") == len(dist), checked.stdout
