@@ -9,6 +9,7 @@ check_spark()  # before anything that needs Python data sources: one clear error
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader  # noqa: E402
 from pyspark.sql.types import StructType  # noqa: E402
 
+from .metadata.service_tls import check_service_certificate  # noqa: E402
 from .options import parse_options  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
 from .schemas.columns import RAW_SPARK_SCHEMA_DDL, ValueSchema  # noqa: E402
@@ -35,6 +36,7 @@ class PulsarThrottledDataSource(DataSource):
         o = self.parsed
         if o.read_path == "native":  # fail at load, naming why, rather than in every read task
             describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs)
+        check_service_certificate(o.service_url, dict(o.client_kwargs))  # a refused certificate: now, not as a reader's retries
         value = self._value_schema()
         return RAW_SPARK_SCHEMA_DDL if value is None else value.spark_schema()
 
