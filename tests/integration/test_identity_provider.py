@@ -269,3 +269,17 @@ def test_admin_api_refuses_no_untrusted_and_expired_tokens(request, idp, oauth_b
     assert statuses == {"none": 401, "untrusted": 401, "expired": 401, "not-a-jwt": 401}
     # the same request with a fresh token passes
     assert _admin_get(oauth_broker, "/admin/v2/namespaces/public", _token(request, idp, READER_CLIENT)).status_code == 200
+    # The binary protocol refuses them too: the broker closes each connect, and the C++ client tries again until its
+    # operation timeout (pulsar.Timeout, not AuthenticationError); the broker's log says why it refused.
+    topic = f"persistent://public/default/oauth2-refused-{time.time_ns()}"
+    for token, reason in [(untrusted, "JWT signature does not match"), (accepted_token, "JWT expired")]:
+        seen = len(_broker_log(oauth_broker))
+        client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationToken(str(token)), logger=_quiet_logger(),
+                               operation_timeout_seconds=3)
+        try:
+            with pytest.raises(pulsar.Timeout):
+                client.create_reader(topic, pulsar.MessageId.earliest)
+        finally:
+            client.close()
+        refusals = re.findall(r"Failed to authenticate: operation=connect, principal=null, reason=(.*)", _broker_log(oauth_broker)[seen:])
+        assert refusals and all(reason in r for r in refusals), refusals[:3]
