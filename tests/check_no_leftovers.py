@@ -1,4 +1,4 @@
-"""Fail if a Pulsar broker or a Spark JVM started by this run is still running.
+"""Fail if a Pulsar broker, a Spark JVM or an OAuth2 test server (tests/identity_provider.py) started by this run is still running.
 
 The Makefile exports PULSAR_THROTTLED_RUN_ID=<id> to `make test` / `make demo`; every broker
 and Spark JVM they start inherits it, so `check_no_leftovers.py <id>` finds exactly this run's
@@ -13,7 +13,7 @@ from pathlib import Path
 
 MARKERS = (b"org.apache.pulsar.PulsarStandaloneStarter", b"org.apache.spark.deploy.SparkSubmit",
            b"org.apache.spark.deploy.master.Master", b"org.apache.spark.deploy.worker.Worker",
-           b"org.apache.spark.executor.")
+           b"org.apache.spark.executor.", b"no.nav.security.mock.oauth2.StandaloneMockOAuth2ServerKt")
 
 
 def leftovers(run_id: str) -> list[str]:
