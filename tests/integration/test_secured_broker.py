@@ -114,6 +114,20 @@ def test_mtls_client_reads_by_name_and_by_address(sb, plain_topic):
     assert read_one(sb.service_url_tls, ca, pulsar.AuthenticationToken(sb.token("admin")), plain_topic) == b"over tls"
 
 
+def test_client_certificate_settings_alone_do_not_authenticate(sb, plain_topic):
+    """The native read path can set a certificate only through the C API's client settings
+    (pulsar_client_configuration_set_tls_certificate_file_path / _private_key_file_path); the same settings in
+    the Python client, without AuthenticationTLS, present the certificate in the handshake but send no
+    authentication method: the broker refuses the connection and the client retries until the operation
+    timeout. mTLS authentication needs the "tls" authentication (C API: pulsar_authentication_tls_create)."""
+    admin = sb.certs.client("admin")
+    got, error, took = timed(lambda: read_one(sb.service_url_tls, str(sb.certs.ca), None, plain_topic,
+                                              tls_certificate_file_path=str(admin.cert), tls_private_key_file_path=str(admin.key),
+                                              operation_timeout_seconds=OPERATION_TIMEOUT_S))
+    assert got is None and isinstance(error, pulsar.Timeout), (got, error)
+    assert OPERATION_TIMEOUT_S - 0.5 < took < OPERATION_TIMEOUT_S + 3, took
+
+
 @pytest.mark.parametrize("timeout_s", [30, OPERATION_TIMEOUT_S])
 def test_wrong_ca_fails_at_once_with_connect_error(sb, plain_topic, timeout_s):
     """A client trusting another CA: the handshake fails and create_reader raises ConnectError at once
