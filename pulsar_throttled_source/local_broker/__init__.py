@@ -7,14 +7,18 @@ the same pinned broker without Docker:
 
     python -m pulsar_throttled_source.local_broker start [--data-dir D] [--max-entries-per-ledger N]
                                                          [--auth-token] [--broker-config KEY=VALUE ...]
+                                                         [--tls-cert F --tls-key F --tls-ca F
+                                                          [--tls-client-cert F --tls-client-key F]]
     python -m pulsar_throttled_source.local_broker status [--data-dir D]
     python -m pulsar_throttled_source.local_broker stop [--data-dir D]
     python -m pulsar_throttled_source.local_broker fetch          # only download the jars
 
 (`pulsar-local-broker` is the same command.) `start` prints one JSON line: {"serviceUrl", "adminUrl", "pid",
-"dataDir"}. From Python: `with LocalBroker() as broker: broker.service_url ...`.
+"dataDir"}, plus "serviceUrlTls" and "adminUrlTls" with TLS. From Python: `with LocalBroker() as broker:
+broker.service_url ...`; `LocalBroker(tls=TlsFiles(cert, key, ca))` adds `broker.service_url_tls` (pulsar+ssl://
+localhost:P) and `broker.admin_url_tls` (https://localhost:W).
 
-Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth),
+Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
 state (what a data dir remembers), process (start/stop/status), broker (LocalBroker), __main__ (the CLI).
 """
 
@@ -26,6 +30,7 @@ from .distribution import CACHE_ENV, PULSAR_VERSION, cache_dir, resolve_broker_j
 from .errors import BrokerError
 from .process import DEFAULT_START_TIMEOUT_S, start, status, stop
 from .state import BrokerInfo, pid_alive, read_state
+from .tls import TlsFiles
 from .tokens import admin_token, make_token
 
 __all__ = [
@@ -35,6 +40,7 @@ __all__ = [
     "BrokerError",
     "BrokerInfo",
     "LocalBroker",
+    "TlsFiles",
     "admin_token",
     "cache_dir",
     "make_token",

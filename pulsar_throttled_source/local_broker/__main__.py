@@ -7,11 +7,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from .config import parse_broker_config
 from .distribution import resolve_broker_jars
 from .errors import BrokerError
 from .process import DEFAULT_START_TIMEOUT_S, start, status, stop
+from .tls import TlsFiles
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,12 +27,29 @@ def build_parser() -> argparse.ArgumentParser:
                          help="enable token authentication; the admin token is in DATA_DIR/auth/admin.token")
     p_start.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                          help="a broker setting (standalone.conf key), repeatable; e.g. transactionCoordinatorEnabled=true")
+    tls = p_start.add_argument_group("TLS (both ports; all three of cert, key and ca)")
+    tls.add_argument("--tls-cert", help="the broker's certificate (PEM)")
+    tls.add_argument("--tls-key", help="its private key (PEM, PKCS#8: -----BEGIN PRIVATE KEY-----)")
+    tls.add_argument("--tls-ca", help="the CA certificate the broker trusts for client certificates (PEM)")
+    tls.add_argument("--tls-client-cert", help="a certificate (and --tls-client-key) for the broker's internal client")
+    tls.add_argument("--tls-client-key")
     p_start.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT_S, help="seconds to wait for readiness")
     for name in ("stop", "status"):
         p = sub.add_parser(name, help=f"{name} the broker of a data dir (default: the last one started)")
         p.add_argument("--data-dir")
     sub.add_parser("fetch", help="only download the broker jars into the cache")
     return parser
+
+
+def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TlsFiles | None:
+    given = {name: getattr(args, f"tls_{name}") for name in ("cert", "key", "ca", "client_cert", "client_key")}
+    if not any(given.values()):
+        return None
+    if not (given["cert"] and given["key"] and given["ca"]):
+        parser.error("TLS needs --tls-cert, --tls-key and --tls-ca together")
+    if bool(given["client_cert"]) != bool(given["client_key"]):
+        parser.error("--tls-client-cert and --tls-client-key go together")
+    return TlsFiles(**{k: Path(v) for k, v in given.items() if v})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--max-entries-per-ledger must be a positive integer")
             extra = parse_broker_config(args.broker_config)
             print(start(args.data_dir, args.max_entries_per_ledger, args.timeout, args.auth_token,
-                        broker_config=extra).to_json(), flush=True)
+                        broker_config=extra, tls=_tls_files(parser, args)).to_json(), flush=True)
         elif args.command == "stop":
             print(json.dumps({"stopped": stop(args.data_dir)}))
         elif args.command == "status":

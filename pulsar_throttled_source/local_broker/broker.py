@@ -6,15 +6,18 @@ from pathlib import Path
 
 from .process import DEFAULT_START_TIMEOUT_S, start, stop
 from .state import BrokerInfo
+from .tls import TlsFiles
 
 
 class LocalBroker:
-    """Context manager: a real standalone broker for the duration of a `with` block."""
+    """Context manager: a real standalone broker for the duration of a `with` block. With `tls` it also serves
+    pulsar+ssl:// and https:// (service_url_tls, admin_url_tls) beside the plain URLs."""
 
     def __init__(self, data_dir: str | Path | None = None, max_entries_per_ledger: int | None = None,
                  auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 broker_config: dict[str, str] | None = None) -> None:
+                 broker_config: dict[str, str] | None = None, tls: TlsFiles | None = None) -> None:
         self._data_dir = data_dir
+        self._tls = tls
         self._broker_config = dict(broker_config or {})
         self._max_entries = max_entries_per_ledger
         self._auth_token = auth_token
@@ -32,13 +35,23 @@ class LocalBroker:
         return self.info.adminUrl
 
     @property
+    def service_url_tls(self) -> str:
+        assert self.info is not None and self.info.serviceUrlTls, "broker not started, or started without tls"
+        return self.info.serviceUrlTls
+
+    @property
+    def admin_url_tls(self) -> str:
+        assert self.info is not None and self.info.adminUrlTls, "broker not started, or started without tls"
+        return self.info.adminUrlTls
+
+    @property
     def data_dir(self) -> str:
         assert self.info is not None, "broker not started"
         return self.info.dataDir
 
     def start(self) -> BrokerInfo:
         self.info = start(self._data_dir, self._max_entries, self._timeout_s, self._auth_token,
-                          broker_config=self._broker_config)
+                          broker_config=self._broker_config, tls=self._tls)
         self._data_dir = self.info.dataDir  # a restart reuses the same data and ports
         return self.info
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import ssl
 import subprocess
 import tempfile
 import time
@@ -18,6 +19,7 @@ from .config import write_conf
 from .distribution import check_java, resolve_broker_jars
 from .errors import BrokerError
 from .state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
+from .tls import TlsFiles
 from .tokens import ensure_admin_token
 
 DEFAULT_START_TIMEOUT_S = 150.0
@@ -36,11 +38,11 @@ JAVA_OPENS = [
 ]
 
 
-def _http_get_json(url: str, timeout: float = 3.0, token: str | None = None) -> Any:
+def _http_get_json(url: str, timeout: float = 3.0, token: str | None = None, context: ssl.SSLContext | None = None) -> Any:
     req = urllib.request.Request(url)
     if token:
         req.add_header("Authorization", f"Bearer {token}")
-    with urllib.request.urlopen(req, timeout=timeout) as resp:
+    with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
         return json.loads(resp.read().decode())
 
 
@@ -58,10 +60,13 @@ def start(
     auth_token: bool = False,
     heap: str = "1g",
     broker_config: dict[str, str] | None = None,
+    tls: TlsFiles | None = None,
 ) -> BrokerInfo:
     """Start a standalone broker in the background and wait until it serves public/default.
 
     Restarting on an existing data dir reuses its data (and its ports, so clients reconnect).
+    With `tls` it also serves TLS on two more ports (BrokerInfo.serviceUrlTls, adminUrlTls), and the
+    readiness check asks over https (chain checked against tls.ca, tls's client certificate presented).
     """
     java = check_java()
     lib = resolve_broker_jars(quiet=False)
@@ -71,9 +76,10 @@ def start(
     existing = read_state(data)
     if existing and pid_alive(existing["pid"]):
         raise BrokerError(f"A broker already runs on data dir {data} (pid {existing['pid']}); stop it first.")
-    ports = ports_for(data)
+    ports = ports_for(data, tls=tls is not None)
     token_key, admin_token = ensure_admin_token(data) if auth_token else (None, None)
-    conf, log4j = write_conf(data / "conf", ports, max_entries_per_ledger, token_key, broker_config)
+    settings = {**(tls.broker_config(ports["brokerTls"], ports["webTls"]) if tls else {}), **(broker_config or {})}
+    conf, log4j = write_conf(data / "conf", ports, max_entries_per_ledger, token_key, settings)
     log_path = data / "broker.log"
     cmd = [
         java, "-Xms256m", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC",
@@ -100,24 +106,29 @@ def start(
         adminUrl=f"http://127.0.0.1:{ports['web']}",
         pid=proc.pid,
         dataDir=str(data),
+        serviceUrlTls=f"pulsar+ssl://localhost:{ports['brokerTls']}" if tls else None,
+        adminUrlTls=f"https://localhost:{ports['webTls']}" if tls else None,
     )
     write_state(info, auth_token)
+    ready_url = f"{info.adminUrlTls or info.adminUrl}/admin/v2/namespaces/public"
+    context = tls.readiness_context() if tls else None
 
     deadline = time.monotonic() + timeout_s
+    last_error = "no answer yet"
     while True:
         if proc.poll() is not None:
             raise BrokerError(f"The Pulsar broker exited with code {proc.returncode} during start-up. "
                               f"Last lines of {log_path}:\n{_log_tail(log_path)}")
         try:
-            namespaces = _http_get_json(f"{info.adminUrl}/admin/v2/namespaces/public", token=admin_token)
+            namespaces = _http_get_json(ready_url, token=admin_token, context=context)
             if "public/default" in namespaces:
                 return info
-        except (urllib.error.URLError, OSError, ValueError):
-            pass
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            last_error = f"{type(e).__name__}: {e}"
         if time.monotonic() > deadline:
             _terminate(proc.pid, grace_s=10)
-            raise BrokerError(f"The Pulsar broker did not become ready within {timeout_s:.0f} s. "
-                              f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+            raise BrokerError(f"The Pulsar broker did not become ready within {timeout_s:.0f} s "
+                              f"(last answer of {ready_url}: {last_error}). Last lines of {log_path}:\n{_log_tail(log_path)}")
         time.sleep(0.5)
 
 
@@ -160,4 +171,5 @@ def status(data_dir: str | Path | None = None) -> dict[str, Any]:
     state = read_state(data) if data else None
     if not state:
         return {"running": False, "dataDir": str(data) if data else None}
-    return {"running": pid_alive(state["pid"]), **{k: state[k] for k in ("serviceUrl", "adminUrl", "pid", "dataDir")}}
+    keys = ("serviceUrl", "adminUrl", "pid", "dataDir", "serviceUrlTls", "adminUrlTls")
+    return {"running": pid_alive(state["pid"]), **{k: state[k] for k in keys if k in state}}

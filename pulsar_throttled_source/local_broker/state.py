@@ -18,15 +18,22 @@ PORTS_FILE = "ports.json"
 
 @dataclass(frozen=True)
 class BrokerInfo:
-    """What `start` prints: the broker's URLs, its pid and its data dir (camelCase, as the JSON line has it)."""
+    """What `start` prints: the broker's URLs, its pid and its data dir (camelCase, as the JSON line has it).
+    A broker started with TLS also has `serviceUrlTls` (pulsar+ssl://localhost:P) and `adminUrlTls`
+    (https://localhost:W); without TLS they are None and left out of the JSON."""
 
     serviceUrl: str
     adminUrl: str
     pid: int
     dataDir: str
+    serviceUrlTls: str | None = None
+    adminUrlTls: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self))
+        return json.dumps(self.to_dict())
 
 
 def _free_port() -> int:
@@ -35,19 +42,23 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def ports_for(data_dir: Path) -> dict[str, int]:
-    """The data dir's saved ports, or fresh free ones (saved for the next start)."""
+def ports_for(data_dir: Path, tls: bool = False) -> dict[str, int]:
+    """The data dir's saved ports, or fresh free ones (saved for the next start); with `tls` also the
+    TLS ports "brokerTls" and "webTls" (added to a data dir first started without them)."""
     path = data_dir / PORTS_FILE
     saved = json.loads(path.read_text()) if path.exists() else None
     ports: dict[str, int] = saved or {"broker": _free_port(), "web": _free_port(), "bookie": _free_port(),
                                       "streamStorage": _free_port()}
+    if tls:
+        for name in ("brokerTls", "webTls"):
+            ports.setdefault(name, _free_port())
     path.write_text(json.dumps(ports))
     return ports
 
 
 def write_state(info: BrokerInfo, auth_token: bool) -> None:
     data = Path(info.dataDir)
-    (data / STATE_FILE).write_text(json.dumps(asdict(info) | {"authToken": bool(auth_token)}))
+    (data / STATE_FILE).write_text(json.dumps(info.to_dict() | {"authToken": bool(auth_token)}))
     _last_started_pointer().write_text(json.dumps({"dataDir": str(data)}))
 
 
