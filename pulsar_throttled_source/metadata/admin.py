@@ -61,7 +61,13 @@ class PulsarAdmin(AdminHttp):
         return count
 
     def topic_exists(self, topic: TopicName) -> bool:
-        return str(topic) in self.list_topics(topic.namespace_name)
+        """Whether a non-partitioned topic exists: asked of the topic itself, which a role granted
+        'consume' on that topic alone may do (listing its namespace needs a grant on the namespace)."""
+        try:
+            self.internal_stats(topic)
+        except TopicNotFound:
+            return False
+        return True
 
     def list_topics(self, namespace: str) -> list[str]:
         """All persistent topics of a namespace, partitions listed individually."""

@@ -40,6 +40,10 @@ class TopicNotFound(AdminError):
     pass
 
 
+class AdminPermissionDenied(AdminError):
+    """The credentials were accepted, but their role may not make this call."""
+
+
 class TransactionsDisabled(AdminError):
     """The broker runs without a transaction coordinator: no topic of it holds transactions."""
 
@@ -174,12 +178,17 @@ class AdminHttp:
                              f"HTTP {resp.status_code}" + (" (topic ownership moving)" if moving else ""), from_broker=moving)
         if resp.status_code == 404 and not_found is not None:
             raise TopicNotFound(not_found)
-        if resp.status_code == 401:
+        if resp.status_code in (401, 403):
+            reason = _reason(resp)
+            # Pulsar answers an authenticated role without the permission 401 on topic operations, 403 on
+            # namespace ones, with a reason "Unauthorized to validate...Operation for operation [...]".
+            if resp.status_code == 403 or reason.startswith("Unauthorized to"):
+                raise AdminPermissionDenied(
+                    f"The Pulsar admin API at {self.base} refused {what} (HTTP {resp.status_code}: the role of the credentials "
+                    f"has no permission for it: {reason[:200]}). It needs {permission_needed(path)}; the README's 'Secured "
+                    "clusters' lists what each feature needs.")
             raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP 401: not authenticated); set credentials "
                              "with 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams' (or 'pulsar.admin.authParams').")
-        if resp.status_code == 403:
-            raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP 403: the role of the credentials has no "
-                             "permission for it; see the README's 'Secured clusters' for what each feature needs).")
         if resp.status_code >= 400:
             detail = resp.text.strip()[:300]
             raise AdminError(f"The Pulsar admin API at {self.base} failed while {what}: HTTP {resp.status_code} {detail}")
@@ -223,6 +232,30 @@ def _tls_failure(base: str, what: str, reason: str) -> str:
     else:
         fix = "check 'admin.url' and the TLS options 'pulsar.client.tlsTrustCertsFilePath' and the client certificate"
     return f"TLS failed with the Pulsar admin API at {base} while {what}: {fix}. ({reason[:300]})"
+
+
+def permission_needed(path: str) -> str:
+    """What Pulsar requires of a role for an admin call of the source (tests/integration/test_secured_broker.py
+    measures it on Pulsar 4.0: consume covers every call but the rate policies)."""
+    kind = _request_kind(path)
+    if kind in ("dispatchRate", "subscriptionDispatchRate"):
+        return ("the tenant's admin role, the only one Pulsar lets read rate policies (quotaSource=broker or both read "
+                "them; quotaSource=options does not)")
+    namespace_listing = path.startswith(("persistent/", "namespaces/")) and path.count("/") == 2 + path.startswith("namespaces/")
+    if namespace_listing:
+        return ("'consume' on the namespace (pulsar-admin namespaces grant-permission --role <role> --actions consume "
+                "<tenant>/<namespace>): topicsPattern lists the namespace's topics")
+    return ("'consume' on the topic or its namespace (pulsar-admin namespaces grant-permission --role <role> --actions "
+            "consume <tenant>/<namespace>, or topics grant-permission)")
+
+
+def _reason(resp: requests.Response) -> str:
+    """The broker's reason for an error answer: its JSON "reason", else the body's text."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    return str(body.get("reason")) if isinstance(body, dict) and body.get("reason") else resp.text.strip()
 
 
 def _request_kind(path: str) -> str:

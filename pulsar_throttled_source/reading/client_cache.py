@@ -246,6 +246,12 @@ def _open_with_retries(part: PartitionRange, open_once: Callable[[], Any], drop:
         gave_up = f" Gave up after retrying for {cfg.poll_timeout_ms} ms (option 'pollTimeoutMs')."
     except Exception as e:
         error = e
+    import pulsar
+
+    if isinstance(error, pulsar.AuthorizationError):
+        raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: the role of the query's credentials "
+                           "may not read it. A reader needs 'consume' on the topic or its namespace (pulsar-admin namespaces "
+                           "grant-permission --role <role> --actions consume <tenant>/<namespace>).") from None
     raise RuntimeError(f"Cannot open a reader on {part.partition} at {cfg.service_url}: {scrub(str(error), cfg.credentials)}. "
                        f"Check option 'service.url' (the broker's pulsar://host:port or pulsar+ssl://host:port){_tls_hint(cfg)} and, "
                        "if the broker requires authentication, 'pulsar.client.authPluginClassName' and "
