@@ -15,7 +15,7 @@ import pytest
 
 from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
-from pulsar_throttled_source.metadata.admin_http import AdminError, TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.metadata.admin_http import AdminError, AdminPermissionDenied, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.entry_lookup import EntryLookup
@@ -226,7 +226,10 @@ def test_answers_map_to_errors_that_say_what_to_do(stub_admin_api):
     cases = [
         (401, AdminError, r"refused listing the topics of namespace public/default \(HTTP 401: not authenticated\); set credentials "
                           r"with 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams' \(or 'pulsar.admin.authParams'\)"),
-        (403, AdminError, r"HTTP 403: the role of the credentials has no permission for it; see the README's 'Secured clusters'"),
+        (403, AdminPermissionDenied, r"HTTP 403: the role of the credentials has no permission for it: .*It needs 'consume' on the "
+                                     r"namespace \(pulsar-admin namespaces grant-permission --role <role> --actions consume"),
+        ((401, b'{"reason": "Unauthorized to validateTopicOperation for operation [LOOKUP] on topic [x]"}'), AdminPermissionDenied,
+         r"HTTP 401: the role of the credentials has no permission for it: Unauthorized to validateTopicOperation"),
         ((400, b"bad request: no such thing"), AdminError, "failed while listing .*: HTTP 400 bad request: no such thing"),
         ((200, b"<html>not the admin API</html>"), AdminError, "returned non-JSON .*is 'admin.url' the broker's HTTP admin address"),
         ((503, b"Transactions are not enabled: transactionCoordinatorEnabled=false"), TransactionsDisabled,
