@@ -52,7 +52,7 @@ class OAuth2Auth:
     """OAuth2 client credentials: an access token fetched from `issuer_url` (and fetched again before
     it expires) with the client id and secret of the credentials file `private_key` (file:// or data: URL)."""
 
-    plugin: ClassVar[str] = "oauth2"
+    plugin: ClassVar[str] = "oauth2token"  # pulsar-client-cpp's name for it (AuthOauth2.h)
     issuer_url: str
     private_key: str = field(repr=False)  # a data: URL holds the client secret itself
     audience: str | None = None

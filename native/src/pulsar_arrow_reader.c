@@ -385,7 +385,7 @@ static void log_warnings(int level, const char *file, int line, const char *mess
 
 /* The plugin names pulsar-client-cpp builds in (AuthFactory's tryCreateBuiltinAuth). */
 static int is_builtin_auth_plugin(const char *name) {
-    static const char *const builtin[] = {"token", "tls", "oauth2", "basic", "athenz"};
+    static const char *const builtin[] = {"token", "tls", "oauth2token", "basic", "athenz"};
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (strcmp(name, builtin[i]) == 0) return 1;
     return 0;

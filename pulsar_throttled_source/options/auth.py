@@ -66,7 +66,7 @@ def credentials(opts: Mapping[str, str], prefix: str) -> Credentials | None:
 # default (PySpark 4.0 to 4.3). No key of ours matches it, so a value holding a secret must.
 SPARK_REDACTION = re.compile(r"(?i)secret|password|token|access[.]?key|credential")
 _REDACTABLE = {"token": "write it as 'token:<jwt>'",
-               "oauth2": 'give "type": "client_credentials" with it, or privateKey as a file:// path',
+               "oauth2token": 'give "type": "client_credentials" with it, or privateKey as a file:// path',
                "athenz": "give privateKey as a file:// path",
                "basic": 'write it as {"userId": "...", "password": "..."}'}
 

@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..credentials import scrub
+from ..credentials import Credentials, scrub
 from ..read_task import ClientConfig, PartitionRange
 from ..retry import GaveUp, Outage, call_with_retries, client_error_transient
 from .parked_readers import ParkedReaders
@@ -71,9 +71,20 @@ def python_client(config: ClientConfig) -> Any:
 
     kwargs = dict(config.client_kwargs)
     if config.credentials:  # the client's own plugin: its OAuth2 flow, a token file read at every authentication
-        kwargs["authentication"] = pulsar.Authentication(config.credentials.plugin, config.credentials.client_params())
+        kwargs["authentication"] = client_authentication(config.credentials)
     kwargs.setdefault("logger", _quiet_logger())
     return pulsar.Client(config.service_url, **kwargs)
+
+
+def client_authentication(credentials: Credentials) -> Any:
+    """pulsar-client's own plugin for `credentials`. Its factory answers a name it does not know with no
+    plugin at all (and a WARN), which would connect without credentials: refused here instead."""
+    import pulsar
+
+    authentication = pulsar.Authentication(credentials.plugin, credentials.client_params())
+    if authentication.auth is None:
+        raise RuntimeError(f"pulsar-client has no '{credentials.plugin}' authentication plugin (pulsar-client {pulsar.__version__}).")
+    return authentication
 
 
 class NativeClient:

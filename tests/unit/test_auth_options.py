@@ -133,3 +133,18 @@ def test_a_secret_spark_would_show_in_plans_and_its_event_log_is_refused(plugin,
         parse(**{"pulsar.client.authPluginClassName": plugin, "pulsar.client.authParams": params})
     assert "Spark would show this value in query plans" in str(err.value) and hint in str(err.value)
     assert data not in str(err.value) and "aaa.bbb" not in str(err.value)
+
+
+def test_every_method_builds_pulsar_clients_own_plugin(tmp_path, oauth2_file):
+    """Both read paths hand `plugin` and `client_params()` to pulsar-client-cpp's factory, which answers a name it
+    does not know with no plugin (OAuth2's is 'oauth2token', not 'oauth2': a query then connected without credentials)."""
+    from pulsar_throttled_source.reading.client_cache import client_authentication
+
+    athenz = '{"tenantDomain": "t", "tenantService": "s", "providerDomain": "p", "privateKey": "file:///k.pem", "ztsUrl": "https://zts"}'
+    for credentials, method in [(TokenAuth(token="a.b.c"), "token"), (TokenAuth(file=oauth2_file), "token"),
+                                (TlsAuth("/c.pem", "/k.pem"), "tls"), (BasicAuth("u", "p"), "basic"), (AthenzAuth(athenz), "athenz"),
+                                (OAuth2Auth("https://auth.example.com", f"file://{oauth2_file}", "aud"), "token")]:
+        built = client_authentication(credentials)
+        assert built.auth is not None and built.auth.getAuthMethodName() == method, credentials
+    with pytest.raises(RuntimeError, match="pulsar-client has no 'nonesuch' authentication plugin"):
+        client_authentication(type("Unknown", (TokenAuth,), {"plugin": "nonesuch"})(token="a.b.c"))

@@ -1,0 +1,339 @@
+"""Issue 43: the source against a secured cluster, on both read paths.
+
+One real authorization server (tests/identity_provider.py) and one broker (tests/secured_broker.py) for the
+module: TLS on both ports (certificates made by the tests), client-certificate and token authentication (the
+token key is the authorization server's: its OAuth2 access tokens are the tokens), authorization on, a role
+"reader" granted only `consume` on the namespace. Access tokens live TOKEN_LIFETIME_S and the broker checks every
+connection's credentials every REFRESH_CHECK_S, so tokens expire while throttled queries read. Every delivery
+test compares the exact payloads read with what two producers (one batching) sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import SAME_MESSAGE_LIMIT
+from helpers import produce
+from identity_provider import IdentityProvider, jwt_claims
+from pyspark.errors import AnalysisException
+from secured_broker import SecuredBroker, secured_broker
+from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
+
+TOKEN_LIFETIME_S = 10
+REFRESH_CHECK_S = 3
+AUDIENCE = "pulsar-throttled-secured"
+NAMESPACE = "secured/data"
+READER, OUTSIDER = "reader", "outsider"  # roles: consume on the namespace, nothing
+CLIENTS = {"reader-client": READER, "outsider-client": OUTSIDER}  # OAuth2 client id -> role (the token's sub)
+JAVA = "org.apache.pulsar.client.impl.auth."
+FAIL_BOUND_S = 30
+# A JWT anywhere in an output is a leaked credential (access tokens, static tokens).
+JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory):
+    with IdentityProvider(tmp_path_factory.mktemp("idp"), token_lifetime_s=TOKEN_LIFETIME_S, audience=AUDIENCE,
+                          roles=CLIENTS) as provider:
+        yield provider
+
+
+@pytest.fixture(scope="module")
+def sb(idp, tmp_path_factory):
+    work = tmp_path_factory.mktemp("secured-cluster")
+    key_url = idp.write_public_key(work / "idp-public-key.der")
+    config = {"tokenPublicAlg": "RS256", "tokenAudienceClaim": "aud", "tokenAudience": AUDIENCE,
+              "authenticationRefreshCheckSeconds": str(REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT}
+    with secured_broker(work, roles=[READER, OUTSIDER], token_public_key=key_url, broker_config=config,
+                        max_entries_per_ledger=50) as broker:
+        for method, path, body in [
+            ("PUT", "/admin/v2/tenants/secured", {"adminRoles": [], "allowedClusters": ["standalone"]}),
+            ("PUT", f"/admin/v2/namespaces/{NAMESPACE}", None),
+            ("POST", f"/admin/v2/namespaces/{NAMESPACE}/permissions/{READER}", ["consume"]),
+        ]:
+            answer = broker.admin_request(method, path, json=body)
+            assert answer.status_code in (200, 204), (path, answer.status_code, answer.text)
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def topic(sb: SecuredBroker):
+    """Two partitions, 45 entries each: 120 messages in batches of 4 and 60 single ones, from two producers."""
+    name = f"persistent://{NAMESPACE}/orders-{int(time.time() * 1000)}"
+    answer = sb.admin_request("PUT", f"/admin/v2/persistent/{NAMESPACE}/{name.rsplit('/', 1)[1]}/partitions", json=2)
+    assert answer.status_code == 204, answer.text
+    client = sb.client("admin")
+    try:
+        sent = produce(client, name, 120, batch=4, prefix="batched") + produce(client, name, 60, prefix="single")
+    finally:
+        client.close()
+    return name, sent
+
+
+@pytest.fixture(scope="module")
+def reader_credentials(idp, tmp_path_factory) -> Path:
+    return idp.write_credentials("reader-client", tmp_path_factory.mktemp("creds") / "reader-client.json")
+
+
+def _secrets(idp: IdentityProvider) -> list[str]:
+    return [idp.client_secret(c) for c in CLIENTS]
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_captured_output(request, capfd, tmp_path):
+    """After each test: nothing this process printed (its clients, explain()) shows a client secret or any JWT."""
+    yield
+    out, err = capfd.readouterr()
+    (tmp_path / "captured-output.log").write_text(out + err)
+    idp = request.node.funcargs.get("idp")
+    for secret in _secrets(idp) if idp else []:
+        assert secret not in out + err, f"a client secret appears in the output of {request.node.name}"
+    assert not JWT.search(out + err), f"a token appears in the output of {request.node.name} ({tmp_path / 'captured-output.log'})"
+
+
+def options(sb: SecuredBroker, topic: str, tmp_path: Path, read_path: str, **extra: str) -> dict[str, str]:
+    return {"service.url": sb.service_url_tls, "admin.url": sb.admin_url_tls, "topic": topic, "readPath": read_path,
+            "pulsar.client.tlsTrustCertsFilePath": str(sb.certs.ca), "startingOffsets": "earliest",
+            "metadataRefreshIntervalMs": "200", "quotaStatePath": str(tmp_path / "quota.sqlite"), **extra}
+
+
+def mtls(sb: SecuredBroker, role: str = READER) -> dict[str, str]:
+    return {"pulsar.client.authPluginClassName": JAVA + "AuthenticationTls",
+            "pulsar.client.authParams": sb.certs.client(role).auth_params()}
+
+
+def oauth2(idp: IdentityProvider, credentials: Path) -> dict[str, str]:
+    """The Java client's plugin class and parameter names, as a pulsar-spark query has them."""
+    return {"pulsar.client.authPluginClassName": JAVA + "oauth2.AuthenticationOAuth2",
+            "pulsar.client.authParams": json.dumps({"type": "client_credentials", "issuerUrl": idp.issuer_url,
+                                                    "privateKey": f"file://{credentials}", "audience": AUDIENCE})}
+
+
+def stream_everything(spark, opts: dict[str, str], checkpoint: Path, timeout_s: float = 120) -> Collected:
+    sink = Collected()
+    q = start_collecting(spark, opts, sink, checkpoint, availableNow=True)
+    assert q.awaitTermination(timeout_s), "the AvailableNow query did not finish"
+    assert q.exception() is None
+    return sink
+
+
+def assert_exactly(rows, sent) -> None:
+    got = Counter(identity(r) for r in rows)
+    assert max(got.values()) == 1, "a message was read twice"
+    assert set(got) == {sent_identity(s) for s in sent}, "messages were lost or made up"
+
+
+# ---------------------------------------------------------------------------------------
+# Reading: TLS client certificates, OAuth2
+
+
+@pytest.mark.parametrize("read_path", ["python", "native"])
+def test_tls_client_certificates_read_everything_once(spark, sb, topic, tmp_path, read_path):
+    name, sent = topic
+    opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000",
+                   maxEntriesPerTrigger="30", **mtls(sb))
+    if read_path == "native":  # and a durable subscription, which a consume-only role may create
+        opts |= {"durableSubscription": "true", "subscription": f"secured-{int(time.time())}"}
+    sink = stream_everything(spark, opts, tmp_path / "cp")
+    assert_exactly(sink.rows, sent)
+    assert len(sink.batches) >= 3  # 90 entries at 30 per micro-batch
+
+
+@pytest.mark.parametrize("read_path", ["python", "native"])
+def test_oauth2_client_credentials_read_everything_once_in_streams_and_batch_queries(spark, sb, idp, topic, reader_credentials,
+                                                                                      tmp_path, read_path):
+    name, sent = topic
+    opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000",
+                   maxEntriesPerTrigger="40", **oauth2(idp, reader_credentials))
+    assert_exactly(stream_everything(spark, opts, tmp_path / "cp").rows, sent)
+    reader = spark.read.format("pulsar-throttled")
+    for k, v in opts.items():
+        if k not in ("throttlingMode", "dispatchThrottlingRatePerTopicInMsg", "maxEntriesPerTrigger"):
+            reader = reader.option(k, v)
+    assert_exactly(reader.load().collect(), sent)
+
+
+@pytest.mark.parametrize("read_path", ["python", "native"])
+def test_oauth2_tokens_that_expire_while_a_throttled_query_reads_are_fetched_again(spark, sb, idp, topic, reader_credentials,
+                                                                                    tmp_path, read_path):
+    """45 entries per partition at 2 per second: about 22 s, over two token lifetimes. The broker challenges
+    the readers' connections when their token expires (the client's plugin answers with a new one) and the
+    planner's admin API calls fetch a new token before theirs expires."""
+    name, sent = topic
+    opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="2",
+                   **oauth2(idp, reader_credentials))
+    started = time.monotonic()
+    sink = stream_everything(spark, opts, tmp_path / "cp")
+    assert time.monotonic() - started > 2 * TOKEN_LIFETIME_S, "the query did not outlive two tokens"
+    assert_exactly(sink.rows, sent)
+
+
+@contextmanager
+def fresh_token_file(idp: IdentityProvider, path: Path) -> Iterator[list[str]]:
+    """`path` holds a short-lived access token of the reader, replaced (renamed over, as a Vault agent or the
+    kubelet does) three times per token lifetime; yields the tokens issued so far."""
+    issued: list[str] = []
+
+    def write_fresh_token() -> None:
+        token = idp.access_token("reader-client")
+        issued.append(token)
+        path.with_suffix(".new").write_text(token + "\n")
+        os.replace(path.with_suffix(".new"), path)
+
+    write_fresh_token()
+    stop = threading.Event()
+
+    def rotate() -> None:
+        while not stop.wait(TOKEN_LIFETIME_S / 3):
+            write_fresh_token()
+
+    rotator = threading.Thread(target=rotate, daemon=True)
+    rotator.start()
+    try:
+        yield issued
+    finally:
+        stop.set()
+        rotator.join()
+
+
+def test_a_token_file_replaced_while_a_query_runs_keeps_it_going(spark, sb, idp, topic, tmp_path):
+    """The readers' plugin reads the file again at every authentication (the broker's challenge when the token
+    it has expires), the admin API whenever the file changes: the query outlives every token it started with."""
+    name, sent = topic
+    token_file = tmp_path / "reader.token"
+    with fresh_token_file(idp, token_file) as issued:
+        opts = options(sb, name, tmp_path, "python", throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="2",
+                       **{"pulsar.client.authParams": f"file://{token_file}"})
+        sink = stream_everything(spark, opts, tmp_path / "cp")
+    assert_exactly(sink.rows, sent)
+    assert jwt_claims(issued[0])["exp"] < time.time(), "the first token had not expired when the query ended"
+    assert len(issued) >= 6
+
+
+# ---------------------------------------------------------------------------------------
+# Fast, clear failures
+
+
+def load_error(spark, opts: dict[str, str]) -> tuple[str, float]:
+    started = time.monotonic()
+    with pytest.raises(AnalysisException) as err:
+        read_stream(spark, opts)
+    return str(err.value), time.monotonic() - started
+
+
+def test_an_untrusted_broker_certificate_fails_at_load_naming_the_url_and_option(spark, sb, topic, tmp_path):
+    name, _ = topic
+    wrong_ca = str(sb.certs.other_ca)
+    # the admin API's CA is wrong
+    message, elapsed = load_error(spark, options(sb, name, tmp_path, "auto", **mtls(sb), **{"pulsar.admin.tlsTrustCertsFilePath": wrong_ca}))
+    assert f"TLS failed with the Pulsar admin API at {sb.admin_url_tls}" in message, message[:2000]
+    assert "'pulsar.client.tlsTrustCertsFilePath'" in message and elapsed < FAIL_BOUND_S
+    # the broker's: the readers would take it for a broker that is down and retry; the look at load says why
+    opts = options(sb, name, tmp_path, "auto", **mtls(sb), **{"pulsar.admin.tlsTrustCertsFilePath": str(sb.certs.ca)})
+    message, elapsed = load_error(spark, opts | {"pulsar.client.tlsTrustCertsFilePath": wrong_ca})
+    assert f"TLS failed with the Pulsar broker at {sb.service_url_tls}" in message, message[:2000]
+    assert "set 'pulsar.client.tlsTrustCertsFilePath' to the file of the CA" in message and elapsed < FAIL_BOUND_S
+
+
+def test_a_role_without_the_permission_a_feature_needs_fails_at_planning_naming_it(spark, sb, idp, topic, tmp_path):
+    name, _ = topic
+    outsider = idp.write_credentials("outsider-client", tmp_path / "outsider.json")
+    message, elapsed = load_error(spark, options(sb, name, tmp_path, "auto", **oauth2(idp, outsider)))
+    assert "has no permission for it" in message and "It needs 'consume' on the topic or its namespace" in message, message[:2000]
+    assert elapsed < FAIL_BOUND_S
+    # consume is enough to read (the tests above); the broker's rate policies are for the tenant's admins only
+    opts = options(sb, name, tmp_path, "auto", quotaSource="broker", **mtls(sb))
+    q = read_stream(spark, opts).writeStream.format("noop").option("checkpointLocation", str(tmp_path / "cp")) \
+        .trigger(availableNow=True).start()
+    message = failure_of(q, FAIL_BOUND_S * 2)
+    assert "has no permission for it" in message and "the tenant's admin role" in message and "quotaSource" in message, message[:3000]
+
+
+# ---------------------------------------------------------------------------------------
+# A whole driver's output and Spark's event log show no secret
+
+LEAK_JOB = r'''
+import json, sys
+from pyspark.sql import SparkSession
+
+args = json.load(open(sys.argv[1]))  # secrets come from a file: not on the command line, not in the environment
+spark = SparkSession.builder.appName("secured-leak-check").getOrCreate()
+spark.sparkContext.setLogLevel("INFO")
+
+for name, (auth, read_path) in args["auths"].items():
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {**args["base"], **auth, "readPath": read_path, "quotaStatePath": args["work"] + "/quota.sqlite"}.items():
+        reader = reader.option(k, v)
+    rows = []
+    df = reader.load()
+    df.explain(True)  # the logical plan shows the options (Spark redacts what spark.redaction.regex matches)
+    q = df.writeStream.foreachBatch(lambda d, i: rows.extend(d.collect())) \
+        .option("checkpointLocation", f"{args['work']}/cp-{name}").trigger(availableNow=True).start()
+    q.awaitTermination(120)
+    print(f"RESULT {name} {read_path}: {len(rows)} rows", flush=True)
+    print("PROGRESS", [p.json for p in q.recentProgress], q.status, flush=True)
+    q.explain(True)
+    batch = spark.read.format("pulsar-throttled")
+    for k, v in {**args["base"], **auth, "readPath": read_path}.items():
+        batch = batch.option(k, v)
+    batch = batch.load()
+    batch.explain(True)
+    print(f"RESULT {name} batch: {batch.count()} rows", flush=True)
+spark.stop()
+print("LEAK JOB DONE", flush=True)
+'''
+
+
+def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topic, reader_credentials, tmp_path):
+    name, sent = topic
+    work, events = tmp_path / "work", tmp_path / "events"
+    work.mkdir()
+    events.mkdir()
+    data_url = "data:application/json;base64," + __import__("base64").b64encode(
+        json.dumps({"client_id": "reader-client", "client_secret": idp.client_secret("reader-client")}).encode()).decode()
+    base = {"service.url": sb.service_url_tls, "admin.url": sb.admin_url_tls, "topic": name, "startingOffsets": "earliest",
+            "pulsar.client.tlsTrustCertsFilePath": str(sb.certs.ca), "metadataRefreshIntervalMs": "200"}
+    auths = {  # each method once, its stream and batch query on one read path (both paths for the two OAuth2 forms)
+        "oauth2-data-url": ({"pulsar.client.authPluginClassName": JAVA + "oauth2.AuthenticationOAuth2", "pulsar.client.authParams":
+                             json.dumps({"type": "client_credentials", "issuerUrl": idp.issuer_url, "privateKey": data_url,
+                                         "audience": AUDIENCE})}, "native"),
+        "oauth2-file": (oauth2(idp, reader_credentials), "python"),
+        "mtls": (mtls(sb), "native"),
+        "token-file": ({"pulsar.client.authParams": f"file://{tmp_path / 'reader.token'}"}, "python"),
+    }
+    (tmp_path / "job.py").write_text(LEAK_JOB)
+    (tmp_path / "args.json").write_text(json.dumps({"base": base, "auths": auths, "work": str(work)}))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
+           "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}", "--conf", "spark.eventLog.compress=false",
+           "--conf", "spark.sql.shuffle.partitions=2", str(tmp_path / "job.py"), str(tmp_path / "args.json")]
+    with fresh_token_file(idp, tmp_path / "reader.token") as tokens:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    log = proc.stdout + proc.stderr
+    (tmp_path / "spark-submit.log").write_text(log)
+    assert proc.returncode == 0 and "LEAK JOB DONE" in proc.stdout, f"spark-submit failed; log in {tmp_path / 'spark-submit.log'}"
+    for auth, (_, read_path) in auths.items():
+        for how in (read_path, "batch"):
+            assert f"RESULT {auth} {how}: {len(sent)} rows" in proc.stdout, (auth, how)
+    assert " INFO " in log  # the check ran at INFO level
+    assert log.count("pulsar.client.authParams=*********(redacted)") >= len(auths), "explain() did not show the options"
+    event_log = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
+    assert "SparkListenerSQLExecutionStart" in event_log  # query plans are in it
+    checkpoints = "".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
+    key_body = sb.certs.client(READER).key.read_text().splitlines()[1]  # a line of the client key itself
+    secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *tokens]
+    for where, text in (("the spark-submit output", log), ("the event log", event_log), ("the checkpoints", checkpoints)):
+        for secret in secrets:
+            assert secret not in text, f"a secret appears in {where} ({tmp_path})"
+        assert not JWT.search(text), f"a token appears in {where} ({tmp_path}): {JWT.search(text)}"
