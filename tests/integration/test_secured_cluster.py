@@ -34,7 +34,7 @@ TOKEN_LIFETIME_S = 10
 REFRESH_CHECK_S = 3
 AUDIENCE = "pulsar-throttled-secured"
 NAMESPACE = "secured/data"
-READER, OUTSIDER = "reader", "outsider"  # roles: consume on the namespace, nothing
+READER, OUTSIDER, TOPIC_READER = "reader", "outsider", "topic-reader"  # consume on the namespace, nothing, consume on one topic
 CLIENTS = {"reader-client": READER, "outsider-client": OUTSIDER}  # OAuth2 client id -> role (the token's sub)
 JAVA = "org.apache.pulsar.client.impl.auth."
 FAIL_BOUND_S = 30
@@ -55,7 +55,7 @@ def sb(idp, tmp_path_factory):
     key_url = idp.write_public_key(work / "idp-public-key.der")
     config = {"tokenPublicAlg": "RS256", "tokenAudienceClaim": "aud", "tokenAudience": AUDIENCE,
               "authenticationRefreshCheckSeconds": str(REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT}
-    with secured_broker(work, roles=[READER, OUTSIDER], token_public_key=key_url, broker_config=config,
+    with secured_broker(work, roles=[READER, OUTSIDER, TOPIC_READER], token_public_key=key_url, broker_config=config,
                         max_entries_per_ledger=50) as broker:
         for method, path, body in [
             ("PUT", "/admin/v2/tenants/secured", {"adminRoles": [], "allowedClusters": ["standalone"]}),
@@ -219,6 +219,28 @@ def test_a_token_file_replaced_while_a_query_runs_keeps_it_going(spark, sb, idp,
     assert_exactly(sink.rows, sent)
     assert jwt_claims(issued[0])["exp"] < time.time(), "the first token had not expired when the query ended"
     assert len(issued) >= 6
+
+
+def test_consume_on_the_namespace_reads_a_pattern_and_consume_on_one_topic_reads_that_topic(spark, sb, topic, tmp_path):
+    """What the README's least-privilege table says a consume-only role can do, it does: topicsPattern (the
+    namespace's topic list) with consume on the namespace; a non-partitioned topic with consume on it alone
+    (its existence is asked of the topic, not of the namespace's list)."""
+    name, sent = topic
+    single = f"persistent://{NAMESPACE}/single-{int(time.time() * 1000)}"
+    assert sb.admin_request("PUT", f"/admin/v2/persistent/{NAMESPACE}/{single.rsplit('/', 1)[1]}").status_code == 204
+    granted = sb.admin_request("POST", f"/admin/v2/persistent/{NAMESPACE}/{single.rsplit('/', 1)[1]}/permissions/{TOPIC_READER}",
+                               json=["consume"])
+    assert granted.status_code == 204, granted.text
+    client = sb.client("admin")
+    try:
+        single_sent = produce(client, single, 30, batch=5, prefix="one")
+    finally:
+        client.close()
+    opts = options(sb, single, tmp_path, "auto", **mtls(sb, TOPIC_READER))
+    assert_exactly(stream_everything(spark, opts, tmp_path / "cp-topic").rows, single_sent)
+    pattern = options(sb, name, tmp_path, "auto", **mtls(sb)) | {"topicsPattern": name.rsplit("-", 1)[0] + "-.*"}
+    del pattern["topic"]
+    assert_exactly(stream_everything(spark, pattern, tmp_path / "cp-pattern").rows, sent)
 
 
 # ---------------------------------------------------------------------------------------
