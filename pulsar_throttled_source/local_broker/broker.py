@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from .process import DEFAULT_START_TIMEOUT_S, start, stop
@@ -15,8 +16,10 @@ class LocalBroker:
 
     def __init__(self, data_dir: str | Path | None = None, max_entries_per_ledger: int | None = None,
                  auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S,
-                 broker_config: dict[str, str] | None = None, tls: TlsFiles | None = None) -> None:
+                 broker_config: dict[str, str] | None = None, tls: TlsFiles | None = None,
+                 ready_token: Callable[[], str] | None = None) -> None:
         self._data_dir = data_dir
+        self._ready_token = ready_token  # the readiness check's token, where the broker trusts another key (process.start)
         self._tls = tls
         self._broker_config = dict(broker_config or {})
         self._max_entries = max_entries_per_ledger
@@ -51,7 +54,7 @@ class LocalBroker:
 
     def start(self) -> BrokerInfo:
         self.info = start(self._data_dir, self._max_entries, self._timeout_s, self._auth_token,
-                          broker_config=self._broker_config, tls=self._tls)
+                          broker_config=self._broker_config, tls=self._tls, ready_token=self._ready_token)
         self._data_dir = self.info.dataDir  # a restart reuses the same data and ports
         return self.info
 

@@ -12,6 +12,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,12 +62,15 @@ def start(
     heap: str = "1g",
     broker_config: dict[str, str] | None = None,
     tls: TlsFiles | None = None,
+    ready_token: Callable[[], str] | None = None,
 ) -> BrokerInfo:
     """Start a standalone broker in the background and wait until it serves public/default.
 
     Restarting on an existing data dir reuses its data (and its ports, so clients reconnect).
     With `tls` it also serves TLS on two more ports (BrokerInfo.serviceUrlTls, adminUrlTls), and the
     readiness check asks over https (chain checked against tls.ca, tls's client certificate presented).
+    `ready_token` gives the readiness check a token where the broker trusts another key than the one
+    `auth_token` makes (e.g. an OAuth2 server's): called for each attempt, so a short-lived one stays valid.
     """
     java = check_java()
     lib = resolve_broker_jars(quiet=False)
@@ -120,7 +124,7 @@ def start(
             raise BrokerError(f"The Pulsar broker exited with code {proc.returncode} during start-up. "
                               f"Last lines of {log_path}:\n{_log_tail(log_path)}")
         try:
-            namespaces = _http_get_json(ready_url, token=admin_token, context=context)
+            namespaces = _http_get_json(ready_url, token=ready_token() if ready_token else admin_token, context=context)
             if "public/default" in namespaces:
                 return info
         except (urllib.error.URLError, OSError, ValueError) as e:

@@ -24,7 +24,6 @@ from conftest import SAME_MESSAGE_LIMIT
 from identity_provider import UNTRUSTED_ISSUER_ID, IdentityProvider, jwt_claims
 
 from pulsar_throttled_source.local_broker import LocalBroker
-from pulsar_throttled_source.local_broker import process as broker_process
 
 TOKEN_LIFETIME_S = 15
 REFRESH_CHECK_S = 5
@@ -53,17 +52,11 @@ def oauth_broker(idp: IdentityProvider, tmp_path_factory: pytest.TempPathFactory
     key_url = idp.write_public_key(work / "idp-public-key.der")
     superuser = idp.write_credentials(BROKER_CLIENT, work / "broker-client.json")
     config = {**idp.broker_config(key_url, superuser, SUPERUSER_ROLE, refresh_check_s=REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT}
-    broker = LocalBroker(data_dir=work / "broker", max_entries_per_ledger=50, broker_config=config)
-    # The launcher's readiness probe sends its own HS256 admin token, or none: this broker trusts only the IdP's
-    # key, so the probe is given a superuser token from the IdP while the broker starts.
-    probe = broker_process._http_get_json
-
-    def probe_with_idp_token(url: str, timeout: float = 3.0, token: str | None = None):
-        return probe(url, timeout, token or idp.access_token(BROKER_CLIENT))
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(broker_process, "_http_get_json", probe_with_idp_token)
-        broker.start()
+    # The launcher's readiness check would send its own HS256 admin token, which this broker does not trust: it
+    # is given a superuser token from the IdP instead.
+    broker = LocalBroker(data_dir=work / "broker", max_entries_per_ledger=50, broker_config=config,
+                         ready_token=lambda: idp.access_token(BROKER_CLIENT))
+    broker.start()
     try:
         yield broker
     finally:
