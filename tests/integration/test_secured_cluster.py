@@ -27,7 +27,7 @@ from conftest import SAME_MESSAGE_LIMIT
 from helpers import produce
 from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
-from secured_broker import SecuredBroker, secured_broker
+from secured_broker import AUTH_PROVIDERS, SecuredBroker, secured_broker
 from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
 
 TOKEN_LIFETIME_S = 10
@@ -38,6 +38,7 @@ READER, OUTSIDER, TOPIC_READER = "reader", "outsider", "topic-reader"  # consume
 CLIENTS = {"reader-client": READER, "outsider-client": OUTSIDER}  # OAuth2 client id -> role (the token's sub)
 JAVA = "org.apache.pulsar.client.impl.auth."
 FAIL_BOUND_S = 30
+BASIC_PASSWORD = "b4sic-Passw0rd"
 # A JWT anywhere in an output is a leaked credential (access tokens, static tokens).
 JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 
@@ -53,8 +54,13 @@ def idp(tmp_path_factory):
 def sb(idp, tmp_path_factory):
     work = tmp_path_factory.mktemp("secured-cluster")
     key_url = idp.write_public_key(work / "idp-public-key.der")
+    # Basic authentication too: the reader's user name is its role; the password file holds an apr1 (MD5) hash.
+    hashed = subprocess.run(["openssl", "passwd", "-apr1", BASIC_PASSWORD], capture_output=True, text=True, check=True).stdout.strip()
+    (work / "basic-users").write_text(f"{READER}:{hashed}\n")
     config = {"tokenPublicAlg": "RS256", "tokenAudienceClaim": "aud", "tokenAudience": AUDIENCE,
-              "authenticationRefreshCheckSeconds": str(REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT}
+              "authenticationRefreshCheckSeconds": str(REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT,
+              "authenticationProviders": AUTH_PROVIDERS + ",org.apache.pulsar.broker.authentication.AuthenticationProviderBasic",
+              "basicAuthConf": f"file://{work / 'basic-users'}"}
     with secured_broker(work, roles=[READER, OUTSIDER, TOPIC_READER], token_public_key=key_url, broker_config=config,
                         max_entries_per_ledger=50) as broker:
         for method, path, body in [
@@ -162,6 +168,16 @@ def test_oauth2_client_credentials_read_everything_once_in_streams_and_batch_que
         if k not in ("throttlingMode", "dispatchThrottlingRatePerTopicInMsg", "maxEntriesPerTrigger"):
             reader = reader.option(k, v)
     assert_exactly(reader.load().collect(), sent)
+
+
+def test_basic_authentication_reads_everything_once(spark, sb, topic, tmp_path):
+    name, sent = topic
+    opts = options(sb, name, tmp_path, "native", **{"pulsar.client.authPluginClassName": JAVA + "AuthenticationBasic",
+                                                    "pulsar.client.authParams": json.dumps({"userId": READER, "password": BASIC_PASSWORD})})
+    assert_exactly(stream_everything(spark, opts, tmp_path / "cp").rows, sent)
+    wrong = opts | {"pulsar.client.authParams": json.dumps({"userId": READER, "password": "not-" + BASIC_PASSWORD})}
+    message, _ = load_error(spark, wrong)
+    assert "HTTP 401: not authenticated" in message and BASIC_PASSWORD not in message, message[:2000]
 
 
 @pytest.mark.parametrize("read_path", ["python", "native"])
