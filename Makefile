@@ -6,19 +6,25 @@ STAMP := $(VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
-.PHONY: demo test lint unit bench clean install wheels dist
+.PHONY: demo test lint unit bench clean install native wheels dist
 
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar_arrow_reader.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
 	$(PY) -m pip install -q -e '.[spark,test,bench]' --config-settings editable_mode=compat
-	# The native read path (readPath=auto uses it): built here with gcc; optional for users
-	$(PY) -m pip install -q ./native
+	# The native read path (readPath=auto uses it), built here with the C compiler (gcc); optional for users.
+	# Without a working C compiler: one NOTICE, and everything runs on the Python path (tools/native_build.py).
+	$(PY) -m tools.native_build
 	rm -rf native/build native/*.egg-info
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The native read path alone, e.g. after installing gcc on a machine where `make install` skipped it.
+native: $(STAMP)
+	$(PY) -m tools.native_build
+	rm -rf native/build native/*.egg-info
 
 demo: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
