@@ -31,12 +31,14 @@ demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
-# Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml:
+# Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml, and the
+# GitHub Actions workflows (actionlint with shellcheck; built once per machine with Go, tools/actionlint.py):
 # seconds, and part of every test run.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m tools.actionlint
 
 test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
