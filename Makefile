@@ -44,6 +44,7 @@ test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
 	$(PY) tests/identity_provider.py fetch >/dev/null  # the OAuth2 tests' authorization server (cached)
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
+	$(PY) tests/release_venv.py >/dev/null  # a PySpark-only venv and a wheelhouse for the release install test (cached)
 	# Two workers, each taking whole test files (module fixtures stay in one process): the tests spend
 	# much of their time waiting on quota windows and JVM starts, so two share the 2 cores well.
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile tests
