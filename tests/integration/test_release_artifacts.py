@@ -197,15 +197,23 @@ def test_installed_from_the_folder_a_throttled_query_reads_exactly_once_on_each_
     began = time.monotonic()
     folder = dist["wheel"].parent  # what `make dist` leaves in dist/: the sdist, the pure wheel, the native wheels
     assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in dist.values())
+    pythons, installs = {}, {}
+    for path, requirement in INSTALLS.items():  # both at once, while the topics are written
+        pythons[path] = fresh_runtime(tmp_path / path / "runtime")
+        installs[path] = subprocess.Popen([sys.executable, "-m", "pip", "--python", str(pythons[path]), "install", "-q",
+                                           "--no-index", "--find-links", str(folder), "--find-links", str(wheelhouse()),
+                                           requirement], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    topics = {path: create_topic(admin, f"release-{unique}-{path}", 2) for path in INSTALLS}
+    sent_to = {path: produce(pulsar_client, topic, 240) for path, topic in topics.items()}  # one message per entry
+    for path, install in installs.items():
+        try:
+            said, _ = install.communicate(timeout=300)
+        finally:
+            install.kill()
+        assert install.returncode == 0, f"pip install {INSTALLS[path]}:\n{said}"
     jobs = {}
-    for path, requirement in INSTALLS.items():
-        python = fresh_runtime(tmp_path / path / "runtime")
-        installed = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
-                                    "--find-links", str(folder), "--find-links", str(wheelhouse()), requirement],
-                                   capture_output=True, text=True, timeout=300)
-        assert installed.returncode == 0, installed.stdout + installed.stderr
-        topic = create_topic(admin, f"release-{unique}-{path}", 2)
-        sent = produce(pulsar_client, topic, 240)  # one message per entry, 120 per partition
+    for path, python in pythons.items():
+        topic, sent = topics[path], sent_to[path]
         workdir = tmp_path / path / "job"
         workdir.mkdir()
         job = shutil.copy(Path(__file__).parent / "release_job.py", workdir)  # run from outside the checkout
