@@ -6,36 +6,45 @@ STAMP := $(VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
-.PHONY: demo test lint unit bench clean install wheels dist
+.PHONY: demo test lint unit bench clean install native wheels dist
 
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar_arrow_reader.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
 	$(PY) -m pip install -q -e '.[spark,test,bench]' --config-settings editable_mode=compat
-	# The native read path (readPath=auto uses it): built here with gcc; optional for users
-	$(PY) -m pip install -q ./native
+	# The native read path (readPath=auto uses it), built here with the C compiler (gcc); optional for users.
+	# Without a working C compiler: one NOTICE, and everything runs on the Python path (tools/native_build.py).
+	$(PY) -m tools.native_build
 	rm -rf native/build native/*.egg-info
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The native read path alone, e.g. after installing gcc on a machine where `make install` skipped it.
+native: $(STAMP)
+	$(PY) -m tools.native_build
+	rm -rf native/build native/*.egg-info
 
 demo: $(STAMP)
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
-# Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml:
+# Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml, and the
+# GitHub Actions workflows (actionlint with shellcheck; built once per machine with Go, tools/actionlint.py):
 # seconds, and part of every test run.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
+	$(PY) -m tools.actionlint
 
 test: lint
 	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
 	$(PY) tests/identity_provider.py fetch >/dev/null  # the OAuth2 tests' authorization server (cached)
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
+	$(PY) tests/release_venv.py >/dev/null  # a PySpark-only venv and a wheelhouse for the release install test (cached)
 	# Two workers, each taking whole test files (module fixtures stay in one process): the tests spend
 	# much of their time waiting on quota windows and JVM starts, so two share the 2 cores well.
 	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile tests

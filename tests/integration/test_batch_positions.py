@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce
+from native_path import read_paths
 from streaming import source_options
 
 
@@ -22,7 +23,7 @@ def at(position: tuple[int, int, int]) -> dict[str, int]:
     return {"ledgerId": ledger, "entryId": entry, "batchIndex": index}
 
 
-@pytest.mark.parametrize("read_path", ["native", "python"])
+@pytest.mark.parametrize("read_path", read_paths("native", "python"))
 def test_a_range_from_inside_one_batched_entry_to_inside_another(spark, broker, admin, pulsar_client, unique, read_path):
     topic = create_topic(admin, f"batchidx-{unique}-{read_path}", 2)
     sent = produce(pulsar_client, topic, 240, batch=10)  # entries of 10 messages, 12 per partition

@@ -20,6 +20,7 @@ import pulsar
 import pytest
 from conftest import MAX_MESSAGE_SIZE
 from helpers import Sent, create_topic, produce, wait_until
+from native_path import read_paths
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, identity, sent_identity, source_options, start_collecting, wait_caught_up
 
@@ -110,7 +111,7 @@ def test_chunked_messages_exactly_once_whatever_cuts_the_ranges(spark, broker, a
         assert len(sink.batches) > 3, f"{case}: the ranges were not cut at all ({len(sink.batches)} batches)"
 
 
-@pytest.mark.parametrize("read_path", ["python", "native"])
+@pytest.mark.parametrize("read_path", read_paths("python", "native"))
 def test_messages_of_more_chunks_than_the_reader_queue(spark, broker, admin, pulsar_client, tmp_path, unique, read_path):
     """A task's receiver queue is a sixteenth of its range (issue 32: the broker reads ahead by the
     queue), far fewer permits than a long chunked message has chunks: the client gives a permit back

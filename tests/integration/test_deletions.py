@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, produce, wait_until
+from native_path import read_paths
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, failure_of, source_options, start_collecting
 
@@ -66,7 +67,7 @@ def test_a_topic_deleted_while_its_backlog_is_read_under_a_quota(spark, broker, 
             q.stop()
 
 
-@pytest.mark.parametrize("read_path", ["native", "python"])
+@pytest.mark.parametrize("read_path", read_paths("native", "python"))
 @pytest.mark.parametrize("fail", ["true", "false"])
 def test_a_read_task_whose_topic_is_deleted_under_it_ends_in_seconds(broker, admin, pulsar_client, unique, caplog, fail, read_path):
     """The task has read part of its range (its reader holds 5 messages at a time, so the rest is still

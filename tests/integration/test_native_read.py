@@ -26,6 +26,7 @@ import pyarrow as pa
 import pytest
 from helpers import create_topic, produce
 from java_producer import JavaProducer
+from native_path import needs_native_path
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import source_options
 from test_chunked import mixed_backlog
@@ -40,8 +41,7 @@ from pulsar_throttled_source.reading.read_path import NativeReadPathUnavailable
 from pulsar_throttled_source.schemas.topic_schema import value_schema_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
-pytestmark = pytest.mark.skipif(not native_module.native_library().available,
-                                reason=f"native read path unavailable: {native_module.native_library().reason}")
+pytestmark = needs_native_path  # skips only where no C compiler could build it (tests/native_path.py)
 
 SMALL = {"maxEntriesPerTask": "7", "maxRowsPerArrowBatch": "5"}
 

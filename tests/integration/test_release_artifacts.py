@@ -2,22 +2,31 @@
 the pure wheel built from it, the native manylinux wheels): each carries LICENSE and NOTICE, the pure wheel
 holds exactly the runtime files (no development tool), the metadata has its classifiers, URLs and license,
 the [native] extra pins the native distribution at the package's version, and twine accepts all of them.
-(test_wheel.py installs the pure wheel into a runtime's Python; test_native_read.py reads through the
-native x86_64 wheel.)"""
+Then, end to end: a fresh venv with only PySpark installs them from the folder (`--find-links`, offline) as
+`pulsar-throttled-source[native]` and as `pulsar-throttled-source`, and a throttled query reads a topic
+exactly once, its tasks on the native and on the Python read path. (test_wheel.py installs the pure wheel into
+a runtime's Python; test_native_read.py reads through the native x86_64 wheel.)"""
 
 from __future__ import annotations
 
+import json
+import os
+import platform
+import shutil
 import subprocess
 import sys
 import tarfile
+import time
 import zipfile
 from email.message import Message
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from helpers import create_topic, produce
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
+from release_venv import fresh_runtime, wheelhouse
 from runtime_wheel import ROOT, build_dist
 from trove_classifiers import classifiers as TROVE
 
@@ -168,3 +177,71 @@ def test_twine_accepts_every_artifact(dist):
                              capture_output=True, text=True, timeout=300)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert checked.stdout.count("PASSED") == len(dist), checked.stdout
+
+
+
+PER_TRIGGER = 50  # maxEntriesPerTrigger of release_job.py: entries (here, messages) per micro-batch at most
+INSTALLS = {"native": "pulsar-throttled-source[native]", "python": "pulsar-throttled-source"}  # read path: requirement
+PLANNED = {"native": "Read tasks read with the native read path (readPath=auto)",
+           "python": "Read tasks read with the Python read path (readPath=auto): the package pulsar-throttled-source-native "
+                     "is not installed"}
+TASK_FALLBACK = "Reading with the Python read path (readPath=auto): the package pulsar-throttled-source-native is not installed."
+
+
+@pytest.mark.skipif(platform.machine() not in ARCHES or sys.platform != "linux", reason="native wheels are built for Linux x86_64 and aarch64")
+def test_installed_from_the_folder_a_throttled_query_reads_exactly_once_on_each_read_path(
+        dist, broker, admin, pulsar_client, unique, tmp_path):
+    """Two fresh runtimes (each sees only a cached venv's PySpark: tests/release_venv.py) install from the folder,
+    one `pulsar-throttled-source[native]`, one `pulsar-throttled-source`; their queries run at the same time
+    (their time goes mostly to starting Spark and its Python workers)."""
+    began = time.monotonic()
+    folder = dist["wheel"].parent  # what `make dist` leaves in dist/: the sdist, the pure wheel, the native wheels
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in dist.values())
+    pythons, installs = {}, {}
+    for path, requirement in INSTALLS.items():  # both at once, while the topics are written
+        pythons[path] = fresh_runtime(tmp_path / path / "runtime")
+        installs[path] = subprocess.Popen([sys.executable, "-m", "pip", "--python", str(pythons[path]), "install", "-q",
+                                           "--no-index", "--find-links", str(folder), "--find-links", str(wheelhouse()),
+                                           requirement], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    topics = {path: create_topic(admin, f"release-{unique}-{path}", 2) for path in INSTALLS}
+    sent_to = {path: produce(pulsar_client, topic, 240) for path, topic in topics.items()}  # one message per entry
+    for path, install in installs.items():
+        try:
+            said, _ = install.communicate(timeout=300)
+        finally:
+            install.kill()
+        assert install.returncode == 0, f"pip install {INSTALLS[path]}:\n{said}"
+    jobs = {}
+    for path, python in pythons.items():
+        topic, sent = topics[path], sent_to[path]
+        workdir = tmp_path / path / "job"
+        workdir.mkdir()
+        job = shutil.copy(Path(__file__).parent / "release_job.py", workdir)  # run from outside the checkout
+        env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+        jobs[path] = (sent, subprocess.Popen([str(python), job, broker.service_url, broker.admin_url, topic, str(workdir),
+                                              str(PER_TRIGGER)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                             env=env, cwd=workdir))
+    installed_at = time.monotonic()
+    for path, (sent, job) in jobs.items():
+        try:
+            out, err = job.communicate(timeout=300)
+        finally:
+            job.kill()
+        lines = [line for line in out.splitlines() if line.startswith("RESULT ")]
+        assert job.returncode == 0 and lines, f"{path}:\n{out[-3000:]}{err[-6000:]}"
+        result = json.loads(lines[0].removeprefix("RESULT "))
+        assert Path(result["package"]).is_relative_to(tmp_path / path / "runtime"), result["package"]  # the installed one
+        assert result["native_installed"] == (path == "native"), (path, result)
+        delivered = [value for batch in result["batches"] for value in batch]
+        assert sorted(delivered) == sorted(s.payload.decode() for s in sent), f"{path}: not exactly once"
+        sizes = [len(batch) for batch in result["batches"]]
+        assert len(sizes) >= len(sent) // PER_TRIGGER and max(sizes) <= PER_TRIGGER, (path, sizes)  # throttled
+        # Which path the tasks took: the planner says which they will take, and a task falling back says why
+        # (once per worker process; that WARN reaches the job's stderr, as the Python path's run shows).
+        assert PLANNED[path] in err, f"{path}:\n{err[-6000:]}"
+        assert (TASK_FALLBACK in err) == (path == "python"), f"{path}:\n{err[-6000:]}"
+        assert ("Reading with the Python read path" in err) == (path == "python"), f"{path}:\n{err[-6000:]}"  # for no reason
+        timings = [line for line in err.splitlines() if line.startswith(("Spark session ready", "batch "))]
+        print(f"{INSTALLS[path]}: {timings}")
+    print(f"installs {installed_at - began:.1f} s, jobs {time.monotonic() - installed_at:.1f} s")

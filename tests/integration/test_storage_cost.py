@@ -10,6 +10,7 @@ from collections import Counter
 
 import pulsar
 from helpers import create_topic
+from native_path import needs_native_path
 from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
@@ -18,6 +19,7 @@ from pulsar_throttled_source.reading.read import read_range
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
 
+@needs_native_path
 def test_a_precise_drain_looks_up_a_tenth_of_an_entry_per_entry_and_reads_on_with_the_same_readers(
         broker, admin, pulsar_client, unique, monkeypatch):
     topic = create_topic(admin, f"storage-cost-{unique}", 2)
