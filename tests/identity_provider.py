@@ -21,11 +21,9 @@ server's own log (which may show requests) goes to `<work_dir>/identity-provider
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import os
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -39,7 +37,8 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from pulsar_throttled_source.local_broker.distribution import CACHE_ENV, MAVEN_FILES, check_java
+from pulsar_throttled_source.local_broker.distribution import CACHE_ENV, check_java, maven_jars
+from pulsar_throttled_source.local_broker.errors import BrokerError
 
 MOCK_OAUTH2_SERVER_VERSION = "6.0.2"  # keep in step with mock-oauth2-server/pom.xml
 POM = Path(__file__).parent / "mock-oauth2-server" / "pom.xml"
@@ -71,40 +70,8 @@ def cache_dir() -> Path:
 
 
 def resolve_jars(quiet: bool = True) -> Path:
-    """Download the pinned server and its dependencies once per machine (Maven, as the broker's jars); return the lib dir.
-    Two processes fetching at once (two checkouts' `make test`) take turns: the second finds the jars there."""
-    root = cache_dir()
-    lib, marker = root / "lib", root / "COMPLETE"
-    if marker.exists() and lib.is_dir():
-        return lib
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".fetch.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if marker.exists() and lib.is_dir():
-            return lib
-        return _download(root, lib, marker, quiet)
-
-
-def _download(root: Path, lib: Path, marker: Path, quiet: bool) -> Path:
-    mvn = shutil.which("mvn")
-    if mvn is None:
-        raise IdentityProviderError("Maven (`mvn`) is required once to download mock-oauth2-server, but it is not on PATH.")
-    staging = root / "lib.partial"  # renamed at the end: an interrupted download never looks complete
-    shutil.rmtree(staging, ignore_errors=True)
-    cmd = [mvn, "-B", "-q", "-s", str(MAVEN_FILES / "maven-settings.xml"), "-f", str(POM), f"-Dmaven.repo.local={root / 'm2'}",
-           "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies", f"-DoutputDirectory={staging}",
-           "-DincludeScope=runtime"]
-    if not quiet:
-        print(f"Downloading mock-oauth2-server {MOCK_OAUTH2_SERVER_VERSION} into {root} (once per machine)...", file=sys.stderr)
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise IdentityProviderError(f"Downloading mock-oauth2-server {MOCK_OAUTH2_SERVER_VERSION} with Maven failed:\n{tail}")
-    shutil.rmtree(lib, ignore_errors=True)
-    staging.rename(lib)
-    shutil.rmtree(root / "m2", ignore_errors=True)
-    marker.write_text(MOCK_OAUTH2_SERVER_VERSION)
-    return lib
+    """Download the pinned server and its dependencies once per machine (Maven, as the broker's jars); return the lib dir."""
+    return maven_jars(cache_dir(), POM, f"mock-oauth2-server {MOCK_OAUTH2_SERVER_VERSION} jars", quiet)
 
 
 def _b64url_uint(value: int) -> str:
@@ -351,7 +318,7 @@ def main(argv: list[str]) -> int:
         return 2
     try:
         print(resolve_jars(quiet=False))
-    except IdentityProviderError as e:
+    except (IdentityProviderError, BrokerError) as e:  # BrokerError: Maven's download (local_broker.distribution)
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0

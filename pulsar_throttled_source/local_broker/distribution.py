@@ -42,12 +42,16 @@ def check_java() -> str:
 
 
 def resolve_broker_jars(quiet: bool = True) -> Path:
-    """Download the pinned broker and its dependencies once per machine; return the lib dir. Processes
-    that fetch at once (test sessions side by side, `make` steps) take turns: a second one waits for
-    the first and then finds its jars, instead of sharing one staging directory and the local repo."""
-    root = cache_dir()
-    lib = root / "lib"
-    marker = root / "COMPLETE"
+    """Download the pinned broker and its dependencies once per machine; return the lib dir."""
+    return maven_jars(cache_dir(), MAVEN_FILES / "pom.xml", f"Apache Pulsar {PULSAR_VERSION} broker jars", quiet)
+
+
+def maven_jars(root: Path, pom: Path, what: str, quiet: bool = True) -> Path:
+    """The runtime jars of `pom` in root/lib, resolved by Maven from Maven Central once per machine
+    (the broker's; the tests' OAuth2 server's). Processes that fetch at once (test sessions side by
+    side, `make` steps) take turns: a second one waits for the first and then finds its jars, instead
+    of sharing one staging directory and the local repo."""
+    lib, marker = root / "lib", root / "COMPLETE"
     if marker.exists() and lib.is_dir():
         return lib
     root.mkdir(parents=True, exist_ok=True)
@@ -55,33 +59,33 @@ def resolve_broker_jars(quiet: bool = True) -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists() and lib.is_dir():
             return lib
-        return _download(root, lib, marker, quiet)
+        return _download(root, pom, what, quiet)
 
 
-def _download(root: Path, lib: Path, marker: Path, quiet: bool) -> Path:
+def _download(root: Path, pom: Path, what: str, quiet: bool) -> Path:
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise BrokerError("Maven (`mvn`) is required once to download the Pulsar broker jars, but it is not on PATH.")
+        raise BrokerError(f"Maven (`mvn`) is required once to download the {what}, but it is not on PATH.")
     # Copy into a staging dir and rename at the end, so an interrupted download never looks complete.
-    staging = root / "lib.partial"
+    staging, lib = root / "lib.partial", root / "lib"
     shutil.rmtree(staging, ignore_errors=True)
     cmd = [
         mvn, "-B", "-q",
         "-s", str(MAVEN_FILES / "maven-settings.xml"),
-        "-f", str(MAVEN_FILES / "pom.xml"),
+        "-f", str(pom),
         f"-Dmaven.repo.local={root / 'm2'}",
         "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
         f"-DoutputDirectory={staging}",
         "-DincludeScope=runtime",
     ]
     if not quiet:
-        print(f"Downloading Apache Pulsar {PULSAR_VERSION} broker jars into {root} (once per machine)...", file=sys.stderr)
+        print(f"Downloading the {what} into {root} (once per machine)...", file=sys.stderr)
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
-        raise BrokerError(f"Downloading the Pulsar {PULSAR_VERSION} broker jars with Maven failed:\n{tail}")
+        raise BrokerError(f"Downloading the {what} with Maven failed:\n{tail}")
     shutil.rmtree(lib, ignore_errors=True)
     staging.rename(lib)
     shutil.rmtree(root / "m2", ignore_errors=True)  # jars are copied; the local repo is only a download cache
-    marker.write_text(PULSAR_VERSION)
+    (root / "COMPLETE").write_text(root.name)
     return lib
