@@ -14,6 +14,7 @@ import hashlib
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import tomllib
@@ -29,25 +30,33 @@ def requirements(version: str) -> list[str]:
     return [f"pyspark=={version}", *deps, *EXTRA]
 
 
-def compat_python(version: str) -> Path:
-    """The python of the venv for PySpark `version`, built if missing (safe from parallel runs)."""
-    reqs = requirements(version)
-    home = CACHE / f"pyspark-{version}-{hashlib.sha256(' '.join(reqs).encode()).hexdigest()[:10]}"
-    python = home / "bin" / "python"
+def built_once(cache: Path, kind: str, what: list[str], build: Callable[[Path], None], label: str) -> Path:
+    """cache/<kind>-<hash of `what`>, made by `build` once per machine; parallel runs take turns (a lock)
+    and a build that did not finish is made again (the .ready marker)."""
+    home = cache / f"{kind}-{hashlib.sha256(' '.join(what).encode()).hexdigest()[:10]}"
     ready = home / ".ready"
     if ready.exists():
-        return python
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
+        return home
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not ready.exists():
             shutil.rmtree(home, ignore_errors=True)
-            print(f"Building a PySpark {version} venv for the compat tests in {home} (once per machine)...",
-                  file=sys.stderr, flush=True)
-            subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=300)
-            subprocess.run([str(python), "-m", "pip", "install", "-q", *reqs], check=True, timeout=1800)
+            print(f"Building {label} in {home} (once per machine)...", file=sys.stderr, flush=True)
+            build(home)
             ready.touch()
-    return python
+    return home
+
+
+def compat_python(version: str) -> Path:
+    """The python of the venv for PySpark `version`, built if missing (safe from parallel runs)."""
+    reqs = requirements(version)
+
+    def build(home: Path) -> None:
+        subprocess.run([sys.executable, "-m", "venv", str(home)], check=True, timeout=300)
+        subprocess.run([str(home / "bin" / "python"), "-m", "pip", "install", "-q", *reqs], check=True, timeout=1800)
+
+    return built_once(CACHE, f"pyspark-{version}", reqs, build, f"a PySpark {version} venv for the compat tests") / "bin" / "python"
 
 
 if __name__ == "__main__":

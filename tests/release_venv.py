@@ -13,15 +13,14 @@ python tests/release_venv.py
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyspark
 import tomllib
+from compat_venvs import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path.home() / ".cache" / "pulsar-throttled-source" / "release"
@@ -32,21 +31,8 @@ def dependencies() -> list[str]:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
 
 
-def _cached(kind: str, what: list[str], build) -> Path:  # type: ignore[no-untyped-def]
-    home = CACHE / f"{kind}-{hashlib.sha256(' '.join(what).encode()).hexdigest()[:10]}"
-    ready = home / ".ready"
-    if ready.exists():
-        return home
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not ready.exists():
-            shutil.rmtree(home, ignore_errors=True)
-            print(f"Building {home} for the install test of the release artifacts (once per machine)...",
-                  file=sys.stderr, flush=True)
-            build(home)
-            ready.touch()
-    return home
+def _cached(kind: str, what: list[str], build: Callable[[Path], None]) -> Path:
+    return built_once(CACHE, kind, what, build, "the install test's environment of the release artifacts")
 
 
 def pyspark_only_venv() -> Path:
