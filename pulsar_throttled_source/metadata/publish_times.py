@@ -7,7 +7,9 @@ planned end. Only partitions that are behind are asked, and each position once: 
 query asks nothing, and a throttled one that waits out a window asks nothing again. A planning call
 starts at most LOOKUPS_PER_PLAN lookups (the partitions asked longest ago first) and waits for them at
 most WAIT_S in all; a partition whose answer is still out keeps the publish time of the earlier entry
-it knew, which is older, so its time lag is over- and never under-stated until the answer comes.
+it knew, which is older, so its time lag is over- and never under-stated until the answer comes. A
+partition that knows none yet (the query's first plans, the first lookup opening its connection) is
+waited for up to FIRST_WAIT_S, so the first report has a time lag too.
 (Measured on the test broker: a HEAD answers in ~6 ms, 13 ms at p90, on 2 busy cores.)
 """
 
@@ -30,6 +32,8 @@ log = logging.getLogger(__name__)
 
 LOOKUPS_PER_PLAN = 32
 WAIT_S = 0.1
+FIRST_WAIT_S = 1.0
+RETRY_S = 5.0  # an entry whose lookup failed, or that has no publish time, is asked again after this
 CONCURRENT = 4
 PUBLISH_TIME = "x-pulsar-publish-time"
 
@@ -50,15 +54,17 @@ class OldestUnread:
     """Per partition, the publish time of the first entry after a position, looked up on demand."""
 
     def __init__(self, lookup: Lookup, pool: Callable[[], Executor] | None = None, wait_s: float = WAIT_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, first_wait_s: float = FIRST_WAIT_S) -> None:
         self._lookup = lookup
         self._new_pool = pool or (lambda: ThreadPoolExecutor(CONCURRENT, thread_name_prefix="pulsar-publish-times"))
         self._pool: Executor | None = None
         self._wait_s = wait_s
+        self._first_wait_s = first_wait_s
         self._clock = clock
         self._known: dict[str, tuple[EntryPosition, int]] = {}  # partition -> (entry, its publish ms)
         self._pending: dict[str, tuple[EntryPosition, Future[Mapping[str, str] | None]]] = {}
         self._asked_at: dict[str, float] = {}
+        self._unanswered: dict[str, EntryPosition] = {}  # the last lookup failed or told no time
 
     @classmethod
     def of_admin(cls, admin: PulsarAdmin) -> OldestUnread:
@@ -69,8 +75,9 @@ class OldestUnread:
     def publish_times(self, first_unread: Mapping[str, EntryPosition]) -> dict[str, int]:
         """Epoch-ms publish time of each given partition's first unread entry, where known (or of an
         earlier entry while its own lookup is out); asks the broker only for entries not yet asked."""
-        for partition in [p for p in self._known if p not in first_unread]:
-            del self._known[partition]  # caught up (or gone): its next lag starts afresh
+        for partition in [p for p in (*self._known, *self._unanswered) if p not in first_unread]:
+            self._known.pop(partition, None)  # caught up (or gone): its next lag starts afresh
+            self._unanswered.pop(partition, None)
         to_ask = [p for p, e in first_unread.items() if self._wanted(p, e)]
         to_ask.sort(key=lambda p: self._asked_at.get(p, 0.0))
         for partition in to_ask[:LOOKUPS_PER_PLAN]:
@@ -80,23 +87,29 @@ class OldestUnread:
             self._pending[partition] = (entry, self._pool.submit(self._lookup, partition, entry))
             self._asked_at[partition] = self._clock()
         if self._pending:
-            wait([f for _, f in self._pending.values()], timeout=self._wait_s)
+            first = any(p not in self._known and p not in self._unanswered for p in self._pending)
+            wait([f for _, f in self._pending.values()], timeout=self._first_wait_s if first else self._wait_s)
         for partition, (entry, future) in list(self._pending.items()):
             if not future.done():
                 continue
             del self._pending[partition]
             try:
                 ms = publish_ms(future.result())
-            except Exception as e:  # an outage: the partition is asked again by a later plan
+            except Exception as e:  # an outage: asked again after RETRY_S
                 log.debug("Looking up the publish time of %s of %s failed: %s", entry, partition, e)
-                continue
-            if ms is not None:
+                ms = None
+            if ms is None:
+                self._unanswered[partition] = entry
+            else:
                 self._known[partition] = (entry, ms)
+                self._unanswered.pop(partition, None)
         return {p: self._known[p][1] for p in first_unread if p in self._known}
 
     def _wanted(self, partition: str, entry: EntryPosition) -> bool:
         known = self._known.get(partition)
         pending = self._pending.get(partition)
+        if self._unanswered.get(partition) == entry and self._clock() - self._asked_at.get(partition, 0.0) < RETRY_S:
+            return False
         return (known is None or known[0] != entry) and (pending is None or pending[0] != entry)
 
     def close(self) -> None:

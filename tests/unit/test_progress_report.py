@@ -129,7 +129,7 @@ def test_an_unanswered_lookup_keeps_the_older_entrys_time_so_lag_is_never_unders
             pending.append(future)
             return future
 
-    times = OldestUnread(lambda p, e: None, pool=SlowPool, wait_s=0.0)
+    times = OldestUnread(lambda p, e: None, pool=SlowPool, wait_s=0.0, first_wait_s=0.0)
     assert times.publish_times({P0: EntryPosition(5, 3)}) == {}
     pending[0].set_result({"X-Pulsar-publish-time": "2026-01-01T00:00:03Z"})
     older = times.publish_times({P0: EntryPosition(5, 3)})
@@ -198,3 +198,15 @@ def test_source_report_reads_the_report_where_each_spark_line_puts_it():
     assert source_report(on_40) == report
     assert source_report({"sources": [{"endOffset": json.dumps(offset), "latestOffset": None}]}) is None
     assert source_report({"sources": []}) is None
+
+
+def test_an_entry_without_a_publish_time_is_not_asked_again_at_every_poll():
+    asked = []
+    clock = FakeClock(0.0)
+    times = OldestUnread(lambda p, e: asked.append(e), pool=InlinePool, clock=clock)
+    for _ in range(10):
+        assert times.publish_times({P0: EntryPosition(5, 3)}) == {}
+    assert len(asked) == 1
+    clock.now = 6.0
+    times.publish_times({P0: EntryPosition(5, 3)})
+    assert len(asked) == 2
