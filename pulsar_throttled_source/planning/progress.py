@@ -20,13 +20,13 @@ every Spark line (where each line shows it: README, "Query progress"):
   batch; readLimitHeld: partitions maxEntriesPerTrigger cut;
 - "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag.
 
-Pure: the caller gives the snapshot, the ends, the publish times it knows and the clock's now.
+progress_report is pure: the caller gives the lags, the publish times it knows and the clock's now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.publish_times import OldestUnread
@@ -40,70 +40,92 @@ LEVEL_KEYS = {SOURCE_LEVEL: "sourceWide", TOPIC_LEVEL: "topic", SUBSCRIPTION_LEV
               f"broker {TOPIC_LEVEL}": "brokerTopic", f"broker {SUBSCRIPTION_LEVEL}": "brokerSubscription"}
 
 
+class Lag(NamedTuple):
+    """One partition after the batch's end: entries and (estimated) messages behind, its first unread entry."""
+
+    entries: int
+    messages: int
+    first_unread: EntryPosition | None
+
+
+class Lags(NamedTuple):
+    """Every partition's lag, and the totals the report shows (computed once per snapshot and end)."""
+
+    partitions: dict[str, Lag]
+    behind: dict[str, EntryPosition]  # partitions behind: their first unread entry
+    totals: dict[str, Any]
+
+
 class ProgressReports:
     """The reader's reports, one per planning call: holds the publish-time lookups (built lazily: the
-    reader is pickled to the runner first) and what the report needs that does not change per call."""
+    reader is pickled to the runner first), and the lags of the last snapshot and end, which idle polls
+    (~90 a second, the same snapshot and end) reuse: each then costs the lookups' bookkeeping only."""
 
     def __init__(self, oldest_unread: Callable[[], OldestUnread], clock: Callable[[], float], per_partition: bool) -> None:
         self._new_lookups = oldest_unread
         self._lookups: OldestUnread | None = None
         self._clock = clock
         self._per_partition = per_partition
+        self._last: tuple[CatalogSnapshot, Mapping[str, EntryPosition], Lags] | None = None
         self.read_path = "python"  # as the driver's environment resolves it (see reading/read_path.py)
 
     def report(self, snap: CatalogSnapshot, end: Mapping[str, EntryPosition], outcome: TriggerOutcome) -> dict[str, Any]:
         if self._lookups is None:
             self._lookups = self._new_lookups()
-        times = self._lookups.publish_times(first_unread(snap, end))
-        return progress_report(snap, end, times, self._clock(), outcome, self.read_path, self._per_partition)
+        if self._last is not None and self._last[0] is snap and self._last[1] == end:
+            lags = self._last[2]
+        else:
+            lags = partition_lags(snap, end)
+            self._last = (snap, dict(end), lags)
+        times = self._lookups.publish_times(lags.behind)
+        return progress_report(snap, lags, times, self._clock(), outcome, self.read_path, self._per_partition)
 
     def close(self) -> None:
         if self._lookups is not None:
             self._lookups.close()
 
 
-def first_unread(snap: CatalogSnapshot, end: Mapping[str, EntryPosition]) -> dict[str, EntryPosition]:
-    """Each partition that is behind after `end`: its first unread entry."""
-    out = {}
+def partition_lags(snap: CatalogSnapshot, end: Mapping[str, EntryPosition]) -> Lags:
+    """Each partition's lag after `end`, up to its newest readable entry."""
+    partitions: dict[str, Lag] = {}
     for partition, layout in snap.layouts.items():
         backlog = layout.backlog_after(end.get(partition, BEFORE_EARLIEST), snap.readable_end(partition))
-        if backlog.runs:
-            ledger, entry, _, _ = backlog.runs[0]
-            out[partition] = EntryPosition(ledger, entry)
-    return out
+        if not backlog.runs:
+            partitions[partition] = CAUGHT_UP
+            continue
+        entries = backlog.entries
+        per_entry = msgs_per_entry(snap.stats.get(partition), layout)
+        ledger, entry, _, _ = backlog.runs[0]
+        partitions[partition] = Lag(entries, round(entries * per_entry) if per_entry else entries, EntryPosition(ledger, entry))
+    totals = {**spread("EntriesBehindLatest", [l.entries for l in partitions.values()]),
+              **spread("MessagesBehindLatest", [l.messages for l in partitions.values()])}
+    behind = {p: l.first_unread for p, l in partitions.items() if l.first_unread is not None}
+    return Lags(partitions, behind, totals)
 
 
-def progress_report(snap: CatalogSnapshot, end: Mapping[str, EntryPosition], publish_ms: Mapping[str, int],
-                    now: float, outcome: TriggerOutcome, read_path: str, per_partition: bool = False) -> dict[str, Any]:
+CAUGHT_UP = Lag(0, 0, None)
+
+
+def progress_report(snap: CatalogSnapshot, lags: Lags, publish_ms: Mapping[str, int], now: float,
+                    outcome: TriggerOutcome, read_path: str, per_partition: bool = False) -> dict[str, Any]:
     """The report (see the module doc). `publish_ms`: the publish time of the first unread entry of
     partitions behind, where known; `now`: epoch seconds."""
-    entries: dict[str, int] = {}
-    messages: dict[str, int] = {}
-    seconds: dict[str, float] = {}
-    for partition, layout in snap.layouts.items():
-        behind = layout.backlog_after(end.get(partition, BEFORE_EARLIEST), snap.readable_end(partition)).entries
-        per_entry = msgs_per_entry(snap.stats.get(partition), layout) if behind else None
-        entries[partition] = behind
-        messages[partition] = round(behind * per_entry) if per_entry else behind
-        if behind and partition in publish_ms:
-            seconds[partition] = max(0.0, round(now - publish_ms[partition] / 1000.0, 3))
-    lagging = [p for p, n in entries.items() if n]
-    report: dict[str, Any] = {**spread("EntriesBehindLatest", entries.values()),
-                              **spread("MessagesBehindLatest", messages.values()),
-                              "secondsBehindLatest": max(seconds.values(), default=None if lagging else 0.0),
-                              "partitions": len(entries), "partitionsBehind": len(lagging),
+    seconds = {p: max(0.0, round(now - publish_ms[p] / 1000.0, 3)) for p in lags.behind if p in publish_ms}
+    report: dict[str, Any] = {**lags.totals,
+                              "secondsBehindLatest": max(seconds.values(), default=None if lags.behind else 0.0),
+                              "partitions": len(lags.partitions), "partitionsBehind": len(lags.behind),
                               "throttle": throttle_report(outcome), "readPath": read_path}
     if per_partition:
-        report["perPartition"] = {p: {"latest": snap.readable_end(p).to_json(), "entriesBehind": entries[p],
-                                      "messagesBehind": messages[p], "secondsBehind": seconds.get(p, None if entries[p] else 0.0),
+        report["perPartition"] = {p: {"latest": snap.readable_end(p).to_json(), "entriesBehind": lag.entries,
+                                      "messagesBehind": lag.messages,
+                                      "secondsBehind": seconds.get(p, None if lag.entries else 0.0),
                                       "heldBackBy": level_of(outcome.held_back.get(p))}
-                                  for p in entries}
+                                  for p, lag in lags.partitions.items()}
     return report
 
 
-def spread(name: str, values: Any) -> dict[str, Any]:
+def spread(name: str, numbers: list[int]) -> dict[str, Any]:
     """Total, max and average over partitions, as {"<name>", "max<name>", "avg<name>"} (total first)."""
-    numbers = list(values)
     total = sum(numbers)
     return {name[0].lower() + name[1:]: total, f"max{name}": max(numbers, default=0),
             f"avg{name}": round(total / len(numbers), 3) if numbers else 0.0}

@@ -14,7 +14,7 @@ from pulsar_throttled_source.metadata.catalog import CatalogSnapshot, PublishSta
 from pulsar_throttled_source.metadata.publish_times import LOOKUPS_PER_PLAN, OldestUnread, publish_ms
 from pulsar_throttled_source.offsets import PROGRESS, SourceOffset
 from pulsar_throttled_source.planning.admission import TriggerOutcome
-from pulsar_throttled_source.planning.progress import first_unread, level_of, progress_report
+from pulsar_throttled_source.planning.progress import level_of, partition_lags, progress_report
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.query_progress import source_report
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
@@ -32,27 +32,27 @@ def test_lag_is_totalled_maxed_and_averaged_over_partitions_in_entries_messages_
     snap = snap_of(layout(P0, [(5, 20), (7, 10)]), layout(P1, [(6, 10)]),
                    stats={P0: PublishStats(90, 9000, 0.0, 0.0)})
     end = {P0: EntryPosition(5, 9), P1: EntryPosition(6, 9)}  # P0: 20 behind, P1: caught up
-    assert first_unread(snap, end) == {P0: EntryPosition(5, 10)}
-    report = progress_report(snap, end, {P0: int((NOW - 42.5) * 1000)}, NOW, TriggerOutcome(), "native")
+    assert partition_lags(snap, end).behind == {P0: EntryPosition(5, 10)}
+    report = progress_report(snap, partition_lags(snap, end), {P0: int((NOW - 42.5) * 1000)}, NOW, TriggerOutcome(), "native")
     assert report == {"entriesBehindLatest": 20, "maxEntriesBehindLatest": 20, "avgEntriesBehindLatest": 10.0,
                       "messagesBehindLatest": 60, "maxMessagesBehindLatest": 60, "avgMessagesBehindLatest": 30.0,
                       "secondsBehindLatest": 42.5, "partitions": 2, "partitionsBehind": 1,
                       "throttle": {"heldBy": None, "floorHeld": False, "readLimitHeld": 0, "levels": {}},
                       "readPath": "native"}
-    assert list(report) == list(progress_report(snap, {}, {}, NOW, TriggerOutcome(), "python"))  # one key order
+    assert list(report) == list(progress_report(snap, partition_lags(snap, {}), {}, NOW, TriggerOutcome(), "python"))  # one key order
 
 
 def test_a_caught_up_query_is_0_behind_and_an_unknown_publish_time_is_null():
     snap = snap_of(layout(P0, [(5, 20)]))
-    caught_up = progress_report(snap, {P0: EntryPosition(5, 19)}, {}, NOW, TriggerOutcome(), "python")
+    caught_up = progress_report(snap, partition_lags(snap, {P0: EntryPosition(5, 19)}), {}, NOW, TriggerOutcome(), "python")
     assert (caught_up["entriesBehindLatest"], caught_up["secondsBehindLatest"], caught_up["partitionsBehind"]) == (0, 0.0, 0)
-    unknown = progress_report(snap, {P0: EntryPosition(5, 9)}, {}, NOW, TriggerOutcome(), "python")
+    unknown = progress_report(snap, partition_lags(snap, {P0: EntryPosition(5, 9)}), {}, NOW, TriggerOutcome(), "python")
     assert unknown["secondsBehindLatest"] is None and unknown["entriesBehindLatest"] == 10
 
 
 def test_lag_stops_at_the_newest_readable_entry():
     snap = CatalogSnapshot(0.0, {P0: layout(P0, [(5, 20)])}, {}, {P0: EntryPosition(5, 14)})  # an open transaction
-    assert progress_report(snap, {P0: EntryPosition(5, 9)}, {}, NOW, TriggerOutcome(), "python")["entriesBehindLatest"] == 5
+    assert progress_report(snap, partition_lags(snap, {P0: EntryPosition(5, 9)}), {}, NOW, TriggerOutcome(), "python")["entriesBehindLatest"] == 5
 
 
 def bucket(label: str, level: str, quota: float, used: float) -> Bucket:
@@ -65,7 +65,7 @@ def test_the_throttle_names_each_level_its_held_back_partitions_window_share_and
     held = {"a": "topic quota exhausted (msgs)", "b": "topic quota too small for the next entry (msgs, 1 left)",
             "c": "broker topic quota exhausted (msgs, debt 2)", "d": "source-wide share",
             "e": "messages per entry not known yet: first read admits 1 entry"}
-    throttle = progress_report(snap_of(), {}, {}, NOW, TriggerOutcome(held, tuple(levels), False, 3), "python")["throttle"]
+    throttle = progress_report(snap_of(), partition_lags(snap_of(), {}), {}, NOW, TriggerOutcome(held, tuple(levels), False, 3), "python")["throttle"]
     assert throttle == {"heldBy": "topic", "floorHeld": False, "readLimitHeld": 3, "levels": {
         "sourceWide": {"heldBack": 1, "windowUsed": 0.3, "debtMessages": 0.0, "debtBytes": 0.0},
         "topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0.0, "debtBytes": 0.0},
@@ -78,8 +78,8 @@ def test_per_partition_detail_only_when_asked():
     snap = snap_of(layout(P0, [(5, 20)]), layout(P1, [(6, 10)]))
     end = {P0: EntryPosition(5, 9), P1: EntryPosition(6, 9)}
     outcome = TriggerOutcome({P0: "topic quota exhausted (msgs)"})
-    assert "perPartition" not in progress_report(snap, end, {}, NOW, outcome, "python")
-    detail = progress_report(snap, end, {P0: int(NOW * 1000) - 1500}, NOW, outcome, "python", per_partition=True)["perPartition"]
+    assert "perPartition" not in progress_report(snap, partition_lags(snap, end), {}, NOW, outcome, "python")
+    detail = progress_report(snap, partition_lags(snap, end), {P0: int(NOW * 1000) - 1500}, NOW, outcome, "python", per_partition=True)["perPartition"]
     assert detail == {P0: {"latest": {"ledgerId": 5, "entryId": 19}, "entriesBehind": 10, "messagesBehind": 10,
                            "secondsBehind": 1.5, "heldBackBy": "topic"},
                       P1: {"latest": {"ledgerId": 6, "entryId": 9}, "entriesBehind": 0, "messagesBehind": 0,
