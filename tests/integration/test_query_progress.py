@@ -90,6 +90,8 @@ def test_lag_falls_batch_by_batch_to_0_with_a_time_lag_of_the_messages_left_then
         oldest = min(later)
         earliest, latest = planned_at(p)
         assert earliest - oldest - 0.5 <= r["secondsBehindLatest"] <= latest - oldest + 0.5, (p["batchId"], r, earliest - oldest)
+        print(f"batch {p['batchId']}: {r['entriesBehindLatest']} behind, time lag {r['secondsBehindLatest']} s, "
+              f"expected {earliest - oldest:.3f}..{latest - oldest:.3f} s")
         checked += 1
     assert checked >= 2
 
