@@ -207,7 +207,7 @@ def backlog_of(progress: dict | None) -> int | None:
         return None
     try:
         report = json.loads(progress["sources"][0]["latestOffset"] or "{}")
-        return sum(int(p.get("backlogMessagesEstimate", 0)) for p in report.values())
+        return int(report["messagesBehindLatest"])
     except (KeyError, IndexError, TypeError, ValueError):
         return None
 

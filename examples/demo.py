@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import logging
 import os
 import sys
@@ -28,6 +27,7 @@ import pulsar
 import requests
 
 from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.query_progress import source_report
 
 TOPIC = "persistent://public/default/demo-orders"
 
@@ -197,8 +197,8 @@ def poll_progress(query, counted: dict, quota_per_period: int, duration: float) 
             batch_id = p["batchId"]
             if (rows and batch_id <= rows[-1]["batch"]) or batch_id not in counted or not p["sources"]:
                 continue
-            report = json.loads(p["sources"][0]["latestOffset"] or "{}")
-            backlog = sum(part["backlogEntries"] for part in report.values())
+            report = source_report(p) or {}
+            backlog = report.get("entriesBehindLatest", 0)
             ts = datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp()
             if first_ts is None:
                 first_ts, deadline = ts, time.monotonic() + duration

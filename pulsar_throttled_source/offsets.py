@@ -8,9 +8,16 @@ strings, and a restarted query reads the offsets an older version wrote):
     {"<partition>": {"ledgerId": L, "entryId": E}, ...,   partitions in partition_sort_key order
      "queryId": "<32 hex digits>",                         every planned end offset
      "ledgerEnds": {"<partition>": <ledger id>, ...},      only when some position ends a closed ledger
-     "queryStart": {"<partition>": {...}, ...}}            only the end offset of a query's first batch
+     "queryStart": {"<partition>": {...}, ...},            only the end offset of a query's first batch
+     "progress": {...}}                                    PySpark 4.0/4.1 only: the query progress report
 
 Each position is the LAST ENTRY INCLUDED so far (see positions.py).
+
+"progress" is not part of where the query stands: it is how far behind the query was when the batch
+was planned (planning/progress.py), carried on the Spark lines that show a Python source nothing else
+(4.0 and 4.1 show the end offset in the query progress; 4.2+ show reportLatestOffset instead). It is
+kept as read, so an offset read back from a checkpoint is written out byte for byte the same, and it
+plays no part in equality or in where a batch starts.
 """
 
 from __future__ import annotations
@@ -31,7 +38,8 @@ CHECKPOINT_HINT = ("The offset log in the query's checkpoint (<checkpointLocatio
 QUERY_ID = "queryId"
 LEDGER_ENDS = "ledgerEnds"
 QUERY_START = "queryStart"
-_NOT_PARTITIONS = (QUERY_ID, LEDGER_ENDS, QUERY_START)
+PROGRESS = "progress"
+_NOT_PARTITIONS = (QUERY_ID, LEDGER_ENDS, QUERY_START, PROGRESS)
 _QUERY_ID_FORM = re.compile(r"[0-9a-f]{32}")
 
 
@@ -61,6 +69,7 @@ class SourceOffset:
     query_id: str | None = None
     ledger_ends: dict[str, int] = field(default_factory=dict)
     query_start: dict[str, EntryPosition] | None = None
+    progress: dict[str, Any] | None = field(default=None, compare=False)  # see the module doc
 
     def to_json(self) -> dict[str, Any]:
         """The offset as Spark stores it; the keys in one fixed order (see the module doc)."""
@@ -71,6 +80,8 @@ class SourceOffset:
             out[LEDGER_ENDS] = {p: self.ledger_ends[p] for p in sorted(self.ledger_ends, key=partition_sort_key)}
         if self.query_start is not None:
             out[QUERY_START] = positions_to_json(self.query_start)
+        if self.progress is not None:
+            out[PROGRESS] = self.progress
         return out
 
     @classmethod
@@ -81,7 +92,9 @@ class SourceOffset:
         query_start = None
         if found is not None and QUERY_START in found:
             query_start = _checkpointed_positions(found[QUERY_START], f"{where} ({QUERY_START})")
-        return cls(_checkpointed_positions(value, where), _query_id(found, where), _ledger_ends(found, where), query_start)
+        progress = found.get(PROGRESS) if found is not None else None
+        return cls(_checkpointed_positions(value, where), _query_id(found, where), _ledger_ends(found, where), query_start,
+                   progress if isinstance(progress, dict) else None)
 
 
 def positions_to_json(positions: Mapping[str, EntryPosition]) -> dict[str, Any]:

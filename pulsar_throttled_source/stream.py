@@ -27,11 +27,12 @@ from .metadata.durable_cursor import DurableCursor
 from .metadata.entry_sizes import EntrySizes
 from .metadata.layout import PartitionLayout
 from .metadata.policies import BrokerPolicies
+from .metadata.publish_times import OldestUnread
 from .offsets import SourceOffset, new_query_id, positions_to_json
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
-from .planning.progress import backlog_report
+from .planning.progress import ProgressReports
 from .planning.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
@@ -40,7 +41,7 @@ from .planning.trigger_floor import TriggerFloor, check_partition_quotas
 from .positions import BEFORE_EARLIEST, EntryPosition
 from .read_task import ClientConfig, PartitionRange
 from .reading.read import read_range
-from .reading.read_path import describe_read_path
+from .reading.read_path import describe_read_path, read_path_name
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
 from .throttling.engine import QuotaEngine
@@ -54,6 +55,10 @@ START_OF_BATCH, END_OF_BATCH = "start offset of the micro-batch", "end offset of
 
 class PulsarStreamReader(DataSourceStreamReader):
     """Everything but latestOffset, whose signature depends on the Spark line (see the module doc)."""
+
+    # Where the query progress report goes: reportLatestOffset (4.2+), or, where Spark shows a Python
+    # source nothing else (4.0, 4.1), also each planned end offset (offsets.py, "progress").
+    progress_in_offset = False
 
     def __init__(self, options: SourceOptions, clock: Callable[[], float] = time.time,
                  value_schema: ValueSchema | None = None) -> None:
@@ -76,6 +81,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
         self._entry_sizes: EntrySizes | None = None
+        self._progress = self._new_progress()
         self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
         self._initial: SourceOffset | None = None
@@ -90,7 +96,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         # Spark pickles this reader into every read task: ship options only, not the
         # driver's admin session, caches or quota engine (rebuilt lazily where needed).
         state = self.__dict__.copy()
-        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes"):
+        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes", "_progress"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
         state["_last_planned"], state["_report"] = None, {}  # per partition: large at scale, unused by tasks
@@ -99,6 +105,10 @@ class PulsarStreamReader(DataSourceStreamReader):
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._admission = self._new_admission()
+        self._progress = self._new_progress()
+
+    def _new_progress(self) -> ProgressReports:
+        return ProgressReports(lambda: OldestUnread.of_admin(self.admin), self._clock, self.options.progress_per_partition)
 
     def _new_admission(self) -> BatchAdmission:
         return BatchAdmission(self.options, lambda: self.engine, lambda: self.policies, self._rates, lambda: self.entry_sizes)
@@ -116,6 +126,7 @@ class PulsarStreamReader(DataSourceStreamReader):
             enable_console_log()  # first planning call in the runner process
             o = self.options
             log.info("Read tasks read with %s", describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs))
+            self._progress.read_path = read_path_name(o.read_path, o.client_kwargs, o.reader_kwargs)
             needs_stats = o.throttled
             # Topics a pattern matches later must carry the schema type the query's columns decode.
             guard = TopicSchemaGuard(self.admin, self.value_schema).check if o.decode_schema else None
@@ -228,9 +239,9 @@ class PulsarStreamReader(DataSourceStreamReader):
             # A batch that ends a closed ledger ends "before the next one" (only when it moved:
             # an unchanged offset must stay equal, or Spark would run an empty batch).
             end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
-        self._report = backlog_report(snap, end)
+        self._report = self._progress.report(snap, end, self._admission.outcome)
         if end == given:
-            return start  # unchanged: no new batch
+            return start  # unchanged: no new batch (and its report, on 4.0/4.1, the one it was planned with)
         if self._floor is not None:
             self._floor.batch_planned()
         # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
@@ -238,7 +249,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}
         # The query's first batch: its end records where it starts.
         first_batch_start = given if start == self._initial else None
-        return SourceOffset(end, self._query_id, next_ledgers, first_batch_start)
+        return SourceOffset(end, self._query_id, next_ledgers, first_batch_start,
+                            self._report if self.progress_in_offset else None)
 
     def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
         """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
@@ -296,6 +308,7 @@ class PulsarStreamReader(DataSourceStreamReader):
             self.durable_cursor.follow(self.offset_of(end, "committed offset").positions)
 
     def stop(self) -> None:
+        self._progress.close()
         if self._entry_sizes is not None:
             self._entry_sizes.close()  # lookups under way are not waited for
         if self._catalog is not None:

@@ -48,6 +48,7 @@ def refuse_trigger_floor(options: SourceOptions) -> None:
 
 
 class LatestOffsetStreamReader(PulsarStreamReader):
+    progress_in_offset = True  # Spark shows these versions' sources nothing but their offsets
     _seen_end: SourceOffset | None = None  # the start of the next batch, once known
     _warned = False
 

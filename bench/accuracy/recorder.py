@@ -131,4 +131,5 @@ def _backlog(progress: dict[str, Any]) -> dict[str, int]:
             return {}
     if not isinstance(raw, dict):
         return {}
-    return {p: int(v["backlogEntries"]) for p, v in raw.items() if isinstance(v, dict) and "backlogEntries" in v}
+    parts = raw.get("perPartition") or {}  # the bench's queries set progressPerPartition
+    return {p: int(v["entriesBehind"]) for p, v in parts.items() if isinstance(v, dict) and "entriesBehind" in v}

@@ -49,7 +49,7 @@ def query_options(bench: Bench, scenario: Scenario, topic: str, subscription: st
         "service.url": bench.service_url, "admin.url": bench.admin_url, "topic": topic,
         "startingOffsets": "earliest", "subscription": subscription, "throttlingMode": scenario.mode,
         scenario.quota_option: scenario.quota, "quotaStatePath": quota_state,
-        "metadataRefreshIntervalMs": 500,
+        "metadataRefreshIntervalMs": 500, "progressPerPartition": "true",  # the recorder reads each partition's backlog
     }
     if store_url:
         options["quotaStore"] = store_url

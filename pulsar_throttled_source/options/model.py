@@ -103,6 +103,7 @@ class SourceOptions:
     admin_tls: TlsSettings = TlsSettings()  # pulsar.admin.*, else the client's trust settings
     min_entries_per_trigger: int | None = None  # the trigger floor (planning/trigger_floor.py)
     max_trigger_delay_ms: int = 900_000
+    progress_per_partition: bool = False  # the query progress report lists every partition (planning/progress.py)
 
     # -- what the options say to the pieces that connect: the one mapping of each ------------------
     @property

@@ -90,6 +90,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         admin_tls=auth.admin_tls(opts, dict(client_kwargs), admin_credentials),
         min_entries_per_trigger=min_per_trigger,
         max_trigger_delay_ms=values.duration_ms(opts, "maxTriggerDelay"),
+        progress_per_partition=values.flag(opts, "progressPerPartition"),
     )
 
 

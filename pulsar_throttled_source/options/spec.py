@@ -99,6 +99,7 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("maxTriggerDelay", "duration", "15m",
                "With minEntriesPerTrigger: the longest wait since the last batch (or the query's first trigger) before a batch under the floor runs; milliseconds, or a number and a unit ms, s, m, min, h, d (e.g. 30s).",
                expected="a positive duration: milliseconds (e.g. 30000), or a number and a unit ms, s, m, min, h, d (e.g. 30s, 15m)"),
+    _bool("progressPerPartition", False, "Add each partition's lag (newest readable entry, entries, messages and seconds behind, the level holding it back) to the query progress report (see Query progress); off by default, so 1,000 partitions do not put 1,000 objects in every progress event."),
     _int("maxRowsPerArrowBatch", 10_000, 1, "a positive integer (rows)", "Rows per Arrow record batch produced by a read task (bounds task memory)."),
     _int("maxEntriesPerTask", 0, 0, "a non-negative integer (entries; 0 = no split)",
          "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),

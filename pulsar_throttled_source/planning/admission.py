@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from ..metadata.entry_sizes import EntrySizes
@@ -17,11 +18,22 @@ from ..options import SourceOptions
 from ..shared_types import Rate
 from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand
+from ..throttling.report import LevelReport
 from ..topics import TopicName
 from .publish_rates import PublishRateTracker
 from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TriggerOutcome:
+    """What held the last planned batch back, for the query progress (planning/progress.py)."""
+
+    held_back: dict[str, str] = field(default_factory=dict)  # partition -> why it got less than its backlog
+    levels: tuple[LevelReport, ...] = ()  # per quota level, as the plan charged it (none: no plan ran)
+    floor_held: bool = False  # the trigger floor (minEntriesPerTrigger) held the whole batch back
+    read_limit_cut: int = 0  # partitions maxEntriesPerTrigger gave less than their backlog
 
 
 class BatchAdmission:
@@ -37,19 +49,26 @@ class BatchAdmission:
         self._entry_sizes = entry_sizes  # looked up when a quota needs them (see allocation.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
+        self.outcome = TriggerOutcome()  # of the last admit() call
 
     def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
               accept: Callable[[int], bool] | None = None) -> dict[str, int]:
         """Entries per partition for the next batch. `accept` (the trigger floor) sees the total
         admitted and may refuse the batch: then {} is returned and no quota is charged."""
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
+        self.outcome = TriggerOutcome()
         if not wanted:
             return {}
         read_all = limit.read_all
         if limit.max_entries is not None and limit.max_entries < sum(wanted.values()):
-            wanted = split_proportionally(wanted, limit.max_entries)
+            capped = split_proportionally(wanted, limit.max_entries)
+            self.outcome = TriggerOutcome(read_limit_cut=sum(1 for p, n in capped.items() if n < wanted[p]))
+            wanted = capped
         if not self._options.throttled:
-            return wanted if accept is None or accept(sum(wanted.values())) else {}
+            if accept is None or accept(sum(wanted.values())):
+                return wanted
+            self.outcome = replace(self.outcome, floor_held=True)
+            return {}
         if read_all and not self._warned_read_all:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
@@ -59,7 +78,10 @@ class BatchAdmission:
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all, accept=accept)
         if not admissions:
+            self.outcome = replace(self.outcome, floor_held=bool(demands))
             return {}  # held back by `accept`: nothing charged, nothing to look up ahead
+        self.outcome = replace(self.outcome, levels=tuple(engine.last_levels),
+                               held_back={a.partition: a.held_back for a in admissions if a.held_back})
         self._log_summary(engine, admissions)
         for admission in admissions:  # the next window's entries, looked up while this batch runs
             self._entry_sizes().prefetch(admission.partition, backlogs[admission.partition], admission.entries)

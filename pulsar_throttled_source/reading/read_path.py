@@ -33,6 +33,12 @@ def native_path_problem(client_kwargs: Settings, reader_kwargs: Settings) -> str
     return ""
 
 
+def read_path_name(read_path: str, client_kwargs: Settings, reader_kwargs: Settings) -> str:
+    """"native" or "python": the path read tasks take in this process's environment (the query progress
+    reports it as the driver sees it; an executor without the native library reads with Python)."""
+    return "python" if read_path == "python" or native_path_problem(client_kwargs, reader_kwargs) else "native"
+
+
 def describe_read_path(read_path: str, client_kwargs: Settings, reader_kwargs: Settings) -> str:
     """Which path read tasks in this process's environment take, for the planner's log line; raises
     NativeReadPathUnavailable for readPath=native without it (so a query fails at load, not in a task)."""

@@ -126,6 +126,11 @@ class QuotaEngine:
                     remaining[spec.key] = bucket.remaining()
         return remaining
 
+    @property
+    def last_levels(self) -> list[LevelReport]:
+        """Per level, what the last plan() that charged anything found and charged (for progress)."""
+        return self._last_levels
+
     def summary(self, admissions: Sequence[Admission]) -> str:
         """One human log line: per level what was admitted and why partitions were held back.
 

@@ -45,6 +45,17 @@ class LevelReport:
     used_bytes: float
     quota_msgs: float
     quota_bytes: float
+    window_used: float = 0.0  # the fullest bucket's share of its window's quota used (1.0: exhausted), by its tighter unit
+    debt_msgs: float = 0.0  # used beyond the quota, summed over the level's buckets: what later windows repay
+    debt_bytes: float = 0.0
+
+
+def window_used(bucket: Bucket) -> float:
+    """The share of its window's quota the bucket used, by its fuller unit (a debt caps at 1.0)."""
+    shares = [used / quota for used, quota in ((bucket.used_msgs, bucket.spec.quota_msgs),
+                                               (bucket.used_bytes, bucket.spec.quota_bytes))
+              if 0 < quota < math.inf]
+    return min(1.0, max(shares, default=0.0))
 
 
 def level_reports(buckets: Iterable[Bucket]) -> list[LevelReport]:
@@ -70,6 +81,9 @@ def level_reports(buckets: Iterable[Bucket]) -> list[LevelReport]:
                 used_bytes=sum(b.used_bytes for b in group),
                 quota_msgs=sum(b.spec.quota_msgs for b in group),
                 quota_bytes=sum(b.spec.quota_bytes for b in group),
+                window_used=max(window_used(b) for b in group),
+                debt_msgs=sum(max(0.0, b.used_msgs - b.spec.quota_msgs) for b in group),
+                debt_bytes=sum(max(0.0, b.used_bytes - b.spec.quota_bytes) for b in group),
             )
         )
     return reports

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,8 @@ from typing import Any
 import pulsar
 import pytest
 from pyspark.errors import StreamingQueryException
+
+from pulsar_throttled_source.query_progress import source_report
 
 
 @dataclass
@@ -75,8 +76,8 @@ def caught_up(query) -> bool:
     progress = query.lastProgress
     if not progress or not progress["sources"]:
         return False
-    report = json.loads(progress["sources"][0].get("latestOffset") or "{}")
-    return bool(report) and all(p.get("backlogEntries") == 0 for p in report.values())
+    report = source_report(progress)
+    return report is not None and report["entriesBehindLatest"] == 0
 
 
 def wait_caught_up(query, timeout: float = 60.0) -> None:

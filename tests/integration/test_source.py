@@ -175,7 +175,7 @@ def test_reported_latest_offset_carries_backlog(spark, broker, backlog_topic, tm
     # (a loaded machine) makes one more entry than count / batch size.
     stored_entries = len({(s.partition, s.position[0], s.position[1]) for s in sent})
     sink = Collected()
-    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=100)
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=100, progressPerPartition="true")
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="1 second")
     try:
         # The first batch that read rows (batch 0): a later one may finish while we look.
@@ -184,9 +184,11 @@ def test_reported_latest_offset_carries_backlog(spark, broker, backlog_topic, tm
         report = json.loads(first["sources"][0]["latestOffset"])
     finally:
         q.stop()
-    assert set(report) == {f"{topic}-partition-{i}" for i in range(4)}
-    assert sum(p["backlogEntries"] for p in report.values()) == stored_entries - 100
-    assert all(p["backlogMessagesEstimate"] >= p["backlogEntries"] for p in report.values())
+    parts = report["perPartition"]
+    assert set(parts) == {f"{topic}-partition-{i}" for i in range(4)}
+    assert report["entriesBehindLatest"] == sum(p["entriesBehind"] for p in parts.values()) == stored_entries - 100
+    assert report["throttle"]["readLimitHeld"] > 0  # maxEntriesPerTrigger cut the batch
+    assert all(p["messagesBehind"] >= p["entriesBehind"] for p in parts.values())
 
 
 def _start_error(spark, opts, tmp_path) -> str:

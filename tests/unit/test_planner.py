@@ -12,8 +12,10 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
-from pulsar_throttled_source.offsets import LEDGER_ENDS, QUERY_ID, QUERY_START
+from pulsar_throttled_source.metadata.publish_times import OldestUnread
+from pulsar_throttled_source.offsets import LEDGER_ENDS, PROGRESS, QUERY_ID, QUERY_START
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.planning.progress import ProgressReports
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
@@ -60,11 +62,20 @@ def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **opt
     raw |= {k: str(v) for k, v in options.items()}
     r = AdmissionControlStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock or FakeClock())
     r._catalog = catalog  # type: ignore[assignment]
+    return without_admin_lookups(r)
+
+
+def without_admin_lookups(r, publish_ms: dict[str, int] | None = None):
+    """The reader's progress reports look publish times up in `publish_ms` (partition -> epoch ms of every
+    entry), not on a broker."""
+    known = publish_ms or {}
+    r._progress = ProgressReports(lambda: OldestUnread(lambda p, e: {"X-Pulsar-publish-time": known[p]} if p in known else None),
+                                  r._clock, r.options.progress_per_partition)
     return r
 
 
 def positions(offsets: dict) -> dict[str, tuple[int, int]]:
-    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID, LEDGER_ENDS)}
+    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID, LEDGER_ENDS, PROGRESS)}
 
 
 def unlimited() -> ReadMaxRows:

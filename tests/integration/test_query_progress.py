@@ -1,0 +1,139 @@
+"""Issue 39: what the query progress says (planning/progress.py) against a real broker and Spark 4.3: lag
+that falls batch by batch to 0, a time lag that matches the publish times of the messages left, the
+quota level that holds partitions back named as the lowest one, and a caught-up query at 0 lag that
+runs no empty batches although its report changes with the clock. (4.0/4.1: test_progress_versions.py.)"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+
+import pulsar
+import pytest
+from helpers import create_topic, produce, wait_until
+from streaming import Collected, source_options, start_collecting
+
+from pulsar_throttled_source.topics import TopicName
+
+PARTITIONS = 2
+ENTRIES = 20  # per partition, one message each
+QUOTA = 5  # entries per partition per second (batch mode): 4 batches to read the backlog
+SPACING_S = 0.05  # between sends: the messages' publish times spread over ~2 s
+
+
+def planned_at(progress: dict) -> tuple[float, float]:
+    """When the batch's latestOffset (and so the report) ran: from the trigger's start to the end of latestOffset."""
+    start = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+    return start, start + (progress.get("durationMs") or {}).get("latestOffset", 0) / 1000.0
+
+
+def report_of(progress: dict) -> dict:
+    return json.loads(progress["sources"][0]["latestOffset"])
+
+
+def test_lag_falls_batch_by_batch_to_0_with_a_time_lag_of_the_messages_left_then_idles_without_batches(
+        spark, broker, admin, pulsar_client, unique, tmp_path):
+    topic = create_topic(admin, f"progress-lag-{unique}", PARTITIONS)
+    producer = pulsar_client.create_producer(topic, batching_enabled=False,
+                                             message_routing_mode=pulsar.PartitionsRoutingMode.RoundRobinDistribution)
+    for i in range(PARTITIONS * ENTRIES):
+        producer.send(f"m{i}".encode())
+        time.sleep(SPACING_S)
+    producer.close()
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg=QUOTA, quotaStatePath=tmp_path / "quota.sqlite")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="1 second")
+    try:
+        wait_until(lambda: sink.count() >= PARTITIONS * ENTRIES or not q.isActive, 120, what="the backlog read")
+        wait_until(lambda: any(p["numInputRows"] and report_of(p)["entriesBehindLatest"] == 0 for p in q.recentProgress),
+                   30, what="the batch that caught up")
+        batches_then = len(sink.batches)
+        offsets_then = len(list((tmp_path / "cp" / "offsets").iterdir()))
+        time.sleep(4)  # idle: the report's clock moves, the offsets must not
+        idle = q.lastProgress
+        progress = [p for p in q.recentProgress if p["numInputRows"]]
+    finally:
+        q.stop()
+    assert q.exception() is None
+    # A caught-up query: 0 behind, no level holding it back, and no batch run while idle.
+    assert len(sink.batches) == batches_then and len(list((tmp_path / "cp" / "offsets").iterdir())) == offsets_then
+    report = report_of(idle)
+    assert (report["entriesBehindLatest"], report["secondsBehindLatest"], report["throttle"]["heldBy"]) == (0, 0.0, None)
+    assert all(level["heldBack"] == 0 for level in report["throttle"]["levels"].values())
+
+    # Lag falls batch by batch to 0: what each batch left is the backlog minus everything read so far.
+    total, read = PARTITIONS * ENTRIES, 0
+    behind = []
+    for p in progress:
+        read += p["numInputRows"]
+        r = report_of(p)
+        assert r["entriesBehindLatest"] == r["messagesBehindLatest"] == total - read, (p["batchId"], r)
+        assert r["maxEntriesBehindLatest"] * PARTITIONS >= r["entriesBehindLatest"]
+        assert r["avgEntriesBehindLatest"] == r["entriesBehindLatest"] / PARTITIONS
+        assert r["partitions"] == PARTITIONS and r["readPath"] in ("native", "python")
+        if r["entriesBehindLatest"]:
+            assert r["throttle"]["heldBy"] == "topic" and r["throttle"]["levels"]["topic"]["heldBack"] == PARTITIONS
+        behind.append(r["entriesBehindLatest"])
+    assert behind == sorted(behind, reverse=True) and behind[-1] == 0 and len(behind) >= 3, behind
+
+    # Time lag: the age, when the batch was planned, of the oldest message a later batch delivered.
+    published = {b: [(r.partition, r.publishTime.timestamp()) for r in rows] for b, rows in sink.batches.items()}
+    checked = 0
+    for p in progress:
+        later = [t for b, rows in published.items() if b > p["batchId"] for _, t in rows]
+        r = report_of(p)
+        if not later:
+            assert r["secondsBehindLatest"] == 0.0
+            continue
+        oldest = min(later)
+        earliest, latest = planned_at(p)
+        assert earliest - oldest - 0.5 <= r["secondsBehindLatest"] <= latest - oldest + 0.5, (p["batchId"], r, earliest - oldest)
+        print(f"batch {p['batchId']}: {r['entriesBehindLatest']} behind, time lag {r['secondsBehindLatest']} s, "
+              f"expected {earliest - oldest:.3f}..{latest - oldest:.3f} s")
+        checked += 1
+    assert checked >= 2
+
+LEVEL_QUOTAS = {  # the level under test gets the lowest quota; the others allow more
+    "topic": {"dispatchThrottlingRatePerTopicInMsg": 3, "dispatchThrottlingRateInMsg": 100},
+    "sourceWide": {"dispatchThrottlingRateInMsg": 4, "dispatchThrottlingRatePerTopicInMsg": 50},
+    "subscription": {"dispatchThrottlingRatePerSubscriptionInMsg": 3, "dispatchThrottlingRatePerTopicInMsg": 50,
+                     "dispatchThrottlingRateInMsg": 100},
+    "brokerTopic": {"quotaSource": "both", "dispatchThrottlingRatePerTopicInMsg": 50},  # the broker's policy: 3
+}
+
+
+@pytest.fixture(scope="module")
+def backlog_topic(admin, pulsar_client) -> str:
+    """One backlog every level test reads from the start (each with its own quota store)."""
+    topic = create_topic(admin, f"progress-levels-{int(time.time() * 1000)}", PARTITIONS)
+    produce(pulsar_client, topic, PARTITIONS * 40)
+    return topic
+
+
+@pytest.mark.parametrize("level", list(LEVEL_QUOTAS))
+def test_the_level_named_as_holding_partitions_back_is_the_one_with_the_lowest_quota(
+        spark, broker, admin, backlog_topic, tmp_path, level):
+    if level == "brokerTopic":
+        name = TopicName.parse(backlog_topic)
+        admin.set_dispatch_rate(name, {"dispatchThrottlingRateInMsg": 3})
+        wait_until(lambda: (admin.dispatch_rate(name, applied=True) or {}).get("dispatchThrottlingRateInMsg") == 3,
+                   60, what="the topic dispatch rate to apply")
+    sink = Collected()
+    opts = source_options(broker, backlog_topic, startingOffsets="earliest", throttlingMode="batch",
+                          quotaStatePath=tmp_path / "quota.sqlite", subscription=f"progress-{level}", **LEVEL_QUOTAS[level])
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="1 second")
+    try:
+        wait_until(lambda: any(p["numInputRows"] for p in q.recentProgress) or not q.isActive, 90, what="a batch")
+        first = next(p for p in q.recentProgress if p["numInputRows"])
+    finally:
+        q.stop()
+        if level == "brokerTopic":
+            admin.remove_dispatch_rate(TopicName.parse(backlog_topic))
+    assert q.exception() is None
+    throttle = report_of(first)["throttle"]
+    assert throttle["heldBy"] == level, throttle
+    assert throttle["levels"][level]["heldBack"] == PARTITIONS and throttle["levels"][level]["windowUsed"] == 1.0, throttle
+    assert all(v["heldBack"] == 0 for k, v in throttle["levels"].items() if k != level), throttle
+    assert throttle["floorHeld"] is False and throttle["readLimitHeld"] == 0
