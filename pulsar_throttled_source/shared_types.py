@@ -2,6 +2,7 @@
 planning -> reading) so that no layer imports a higher one for a type:
 - ``Rate``, ``QuotaConfig``, ``ThrottlingMode``: a quota as options parse it, broker policies report it
   and the throttling engine applies it;
+- ``AdaptiveConfig``: the congestion controller's knobs (adaptiveThrottling), as options parse them;
 - ``AdminEndpoint``: where and how to reach the admin API, for planning's sessions and read tasks';
 - ``DataLossError``: planned entries that are gone, raised by the planner and by read tasks;
 - ``redacted``: a URL without its password, for option values and quota-store errors.
@@ -55,6 +56,27 @@ class QuotaConfig:
                 "non_backlog_threshold_entries must be >= 0, "
                 f"got {self.non_backlog_threshold_entries}"
             )
+
+
+@dataclass(frozen=True)
+class AdaptiveConfig:
+    """adaptiveThrottling's knobs: the multiplier m of the quotas moves in [min_multiplier, 1], once per window
+    (throttling.congestion has the rule and its time constants)."""
+
+    min_multiplier: float = 0.1  # m_min: the floor, so a backfill never stops entirely
+    decrease: float = 0.5  # a fired signal: m <- m x (1 - decrease)
+    increase: float = 0.05  # a window with no signal fired: m <- m + increase
+    window_ms: int = 10_000  # one decision per window per cluster; windows are aligned to the epoch
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_multiplier <= 1:
+            raise ValueError(f"min_multiplier must be in (0, 1], got {self.min_multiplier}")
+        if not 0 < self.decrease < 1:
+            raise ValueError(f"decrease must be in (0, 1), got {self.decrease}")
+        if not 0 < self.increase <= 1:
+            raise ValueError(f"increase must be in (0, 1], got {self.increase}")
+        if self.window_ms < 1:
+            raise ValueError(f"window_ms must be >= 1, got {self.window_ms}")
 
 
 @dataclass(frozen=True)

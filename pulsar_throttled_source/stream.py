@@ -146,7 +146,13 @@ class PulsarStreamReader(DataSourceStreamReader):
             assert self._query_id is not None, "the query's identity is known before its first plan"
             quota = replace(self.options.quota, query_id=self._query_id)
             store = open_quota_store(self.options.quota_store_url, self.options.quota_state_path)
-            self._engine = QuotaEngine(quota, store, self._clock)
+            multiplier = None
+            if self.options.adaptive is not None:
+                from .throttling.controller import CongestionController
+
+                # No stress signals yet (issue 40's next step): m climbs to 1 and the quotas apply as configured.
+                multiplier = CongestionController(self.options.adaptive, self.options.admin_url, store, (), self._clock).multiplier
+            self._engine = QuotaEngine(quota, store, self._clock, multiplier)
         return self._engine
 
     @property

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..credentials import Credentials, TlsSettings
 from ..positions import EntryPosition, MessagePosition
-from ..shared_types import AdminEndpoint, QuotaConfig, Rate
+from ..shared_types import AdaptiveConfig, AdminEndpoint, QuotaConfig, Rate
 from ..topics import TopicName
 
 if TYPE_CHECKING:
@@ -104,6 +104,7 @@ class SourceOptions:
     min_entries_per_trigger: int | None = None  # the trigger floor (planning/trigger_floor.py)
     max_trigger_delay_ms: int = 900_000
     progress_per_partition: bool = False  # the query progress report lists every partition (planning/progress.py)
+    adaptive: AdaptiveConfig | None = None  # adaptiveThrottling=true: the controller's knobs (throttling.congestion)
 
     # -- what the options say to the pieces that connect: the one mapping of each ------------------
     @property

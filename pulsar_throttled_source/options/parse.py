@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 
 from ..positions import EntryPosition, MessagePosition
-from ..shared_types import QuotaConfig, Rate
+from ..shared_types import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
 from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
@@ -44,6 +44,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     quota_source: QuotaSource = values.choice(opts, "quotaSource")  # type: ignore[assignment]
     max_per_trigger = values.integer(opts, "maxEntriesPerTrigger")
     min_per_trigger = trigger_floor(opts, max_per_trigger, source_rate)
+    adaptive = adaptive_throttling(opts, quota_source, (source_rate, topic_rate, sub_rate))
 
     client_kwargs = passthrough.client_kwargs(opts)
     reader_kwargs = passthrough.reader_kwargs(opts)
@@ -91,6 +92,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         min_entries_per_trigger=min_per_trigger,
         max_trigger_delay_ms=values.duration_ms(opts, "maxTriggerDelay"),
         progress_per_partition=values.flag(opts, "progressPerPartition"),
+        adaptive=adaptive,
     )
 
 
@@ -228,6 +230,29 @@ def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) ->
     if values.choice(opts, "quotaSource") != "broker" and source_rate.msgs > 0 and not source_rate.relative_to_publish_rate:
         check_reachable(floor, "dispatchThrottlingRateInMsg", source_rate.msgs, " messages per window")
     return floor
+
+
+ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
+                  "adaptiveThrottlingWindow")
+
+
+def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
+    """adaptiveThrottling=true and its knobs, or None. Each knob is read (and checked) first; set without the switch it
+    would silently do nothing, and the controller scales quotas: with none to scale it has no ceiling. Both are errors."""
+    config = AdaptiveConfig(min_multiplier=values.number(opts, "adaptiveThrottlingMinPercent") / 100,
+                            decrease=values.number(opts, "adaptiveThrottlingDecreasePercent") / 100,
+                            increase=values.number(opts, "adaptiveThrottlingIncreasePercent") / 100,
+                            window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"))
+    if not values.flag(opts, "adaptiveThrottling"):
+        stray = [name for name in ADAPTIVE_KNOBS if values.is_set(opts, name)]
+        if stray:
+            raise ValueError(f"Option '{stray[0]}' applies only with 'adaptiveThrottling'=true; set adaptiveThrottling=true, "
+                             f"or remove {', '.join(stray)}.")
+        return None
+    if quota_source == "options" and all(rate.is_unlimited() for rate in option_rates):
+        raise ValueError("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set; set a "
+                         "dispatchThrottlingRate* option (the ceiling) or quotaSource=broker|both, or remove adaptiveThrottling.")
+    return config
 
 
 def durable_subscription(opts: Opts) -> bool:

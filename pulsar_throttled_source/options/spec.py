@@ -30,6 +30,7 @@ class OptionSpec:
     default: str | int | bool | None  # the value when unset (None: no value, or decided by a rule)
     meaning: str  # the README's "Meaning" cell
     minimum: int | None = None  # int, quota: the smallest allowed value (a quota's -1 aside)
+    maximum: int | None = None  # int: the largest allowed value (a percentage's 100)
     expected: str = ""  # what an allowed value is, as error messages put it
     allowed: tuple[str, ...] = ()  # choice: the values; url: the schemes
     pattern: str = ""  # name: a regular expression the whole value must match
@@ -52,6 +53,11 @@ class OptionSpec:
 
 def _int(name: str, default: int | None, minimum: int, expected: str, meaning: str) -> OptionSpec:
     return OptionSpec(name, "int", default, meaning, minimum=minimum, expected=expected)
+
+
+def _percent(name: str, default: int, minimum: int, maximum: int, meaning: str) -> OptionSpec:
+    return OptionSpec(name, "int", default, meaning, minimum=minimum, maximum=maximum,
+                      expected=f"an integer percentage from {minimum} to {maximum}")
 
 
 def _quota(name: str, meaning: str) -> OptionSpec:
@@ -122,6 +128,22 @@ SPECS: tuple[OptionSpec, ...] = (
     _choice("quotaSource", "options", ("options", "broker", "both"),
             "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
     _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both."),
+    _bool("adaptiveThrottling", False,
+          "Experimental (issue 40): the quotas become ceilings and the source admits m x each of them, m moved in "
+          "[adaptiveThrottlingMinPercent %, 100 %] by a congestion controller once per adaptiveThrottlingWindow, shared "
+          "through the quota store by every query naming the same admin.url (docs/THROTTLING.md, \"Adaptive throttling\"). "
+          "Needs a quota to scale. Not yet wired to stress signals: m stays at its ceiling."),
+    _percent("adaptiveThrottlingMinPercent", 10, 1, 100,
+             "With adaptiveThrottling: the floor of m, in percent of the quotas; the source never admits less."),
+    _percent("adaptiveThrottlingDecreasePercent", 50, 1, 99,
+             "With adaptiveThrottling: how much m loses in a window where a stress signal fired (m x (1 - p/100))."),
+    _percent("adaptiveThrottlingIncreasePercent", 5, 1, 100,
+             "With adaptiveThrottling: how much m gains, in points of the quotas, in a window where no signal fired "
+             "(from the floor of 10 % to 100 % in 18 windows at the defaults)."),
+    OptionSpec("adaptiveThrottlingWindow", "duration", "10s",
+               "With adaptiveThrottling: the controller's window (one decision per window and cluster, epoch aligned); "
+               "milliseconds, or a number and a unit ms, s, m, min, h, d.",
+               expected="a positive duration: milliseconds (e.g. 10000), or a number and a unit ms, s, m, min, h, d (e.g. 10s)"),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
     OptionSpec("quotaStore", "store", None,

@@ -44,7 +44,7 @@ def integer(opts: Opts, name: str) -> int | None:
         raise ValueError(f"Option '{name}': '{raw}' is not {spec.expected}.") from None
     if spec.kind == "quota" and value == -1:
         return value
-    if spec.minimum is not None and value < spec.minimum:
+    if (spec.minimum is not None and value < spec.minimum) or (spec.maximum is not None and value > spec.maximum):
         raise ValueError(f"Option '{name}': {value} is not allowed; expected {spec.expected}.")
     return value
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..shared_types import Rate
@@ -107,6 +107,19 @@ def bucket_spec(
         quota_msgs=effective(rate.msgs, publish[0]),
         quota_bytes=effective(rate.bytes, publish[1]),
     )
+
+
+def scaled(spec: BucketSpec, multiplier: float) -> BucketSpec:
+    """``spec`` with its quotas x ``multiplier`` (adaptiveThrottling: the quotas are ceilings; unlimited stays so),
+    in whole messages and bytes: a fractional rest would let the one-entry minimum admit one entry more than
+    m x the ceiling every window. At least 1, so a small ceiling times a small m still admits (never a stall)."""
+    if multiplier == 1.0:
+        return spec
+
+    def times(quota: float) -> float:
+        return quota if math.isinf(quota) else max(1.0, math.floor(quota * multiplier + EPSILON))
+
+    return replace(spec, quota_msgs=times(spec.quota_msgs), quota_bytes=times(spec.quota_bytes))
 
 
 def partition_specs(

@@ -5,7 +5,8 @@ charges them in one store transaction, so concurrent planners on a host cannot o
 What the engine touches outside itself is given to it: the store, the clock, and each demand's
 callbacks (bytes_for, learn_entries, estimate_entries), which may ask the broker about entries
 (metadata.entry_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
-at once.
+at once. With adaptiveThrottling, ``multiplier`` (a controller.CongestionController's) scales every quota of a plan:
+the quotas are ceilings, and a window admits at most m x each of them (debt repays at m x the quota too).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from ..entry_values import LearnedEntries
 from ..shared_types import QuotaConfig
 from .allocation import RotatingCursor, admit, new_plan
-from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, source_key
+from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, scaled, source_key
 from .estimators import SmoothedPublishRates
 from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota
 from .model import SOURCE_LEVEL, Admission, PartitionDemand
@@ -35,11 +36,13 @@ PURGE_EVERY_S = 3600
 
 class QuotaEngine:
     def __init__(
-        self, config: QuotaConfig, store: QuotaStore, clock: Callable[[], float] = time.time
+        self, config: QuotaConfig, store: QuotaStore, clock: Callable[[], float] = time.time,
+        multiplier: Callable[[], float] | None = None,
     ) -> None:
         self.config = config
         self._store = store
         self._clock = clock
+        self._multiplier = multiplier  # None: the quotas as configured (adaptiveThrottling off)
         self._publish_rates = SmoothedPublishRates()  # relative rates
         self._cursor = RotatingCursor()
         self._last_levels: list[LevelReport] = []
@@ -67,11 +70,16 @@ class QuotaEngine:
         self._cursor.next_call()
         # Everything that does not need the buckets is computed before the transaction,
         # so the store lock is held only for the arithmetic.
+        m = self._multiplier() if self._multiplier is not None else 1.0
         source_spec = self._source_spec(demands, now)
+        if source_spec is not None:
+            source_spec = scaled(source_spec, m)
         def publish_rate(demand: PartitionDemand, period_s: int) -> tuple[float, float]:
             return self._publish_rates.rate(demand, period_s, now)
 
-        specs = [partition_specs(demand, source_spec, publish_rate) for demand in demands]
+        # The source-wide spec is scaled already (shared by every demand); each demand's own levels are scaled here.
+        specs = [[spec if spec is source_spec else scaled(spec, m) for spec in partition_specs(demand, source_spec, publish_rate)]
+                 for demand in demands]
         estimates: list[LearnedEntries | None] = [None] * len(demands)
         if len(demands) > ESTIMATE_ABOVE and not unthrottled:
             estimates = estimates_far_from_quota(demands, specs, self._remaining_after_last_plans(specs, now),

@@ -7,8 +7,9 @@ The engine's transaction (read the buckets, admit, charge) runs under one lock i
 the SQLite store takes its write lock: the redis-py lock (a key with a token and a time-to-live,
 released by a server-side script). The charges are then written in one MULTI/EXEC that only
 applies while this planner still holds the lock, so a planner that lost it (planning longer than
-the lock's life) charges nothing and fails instead of racing another. Buckets expire a day after
-their last charge, which is the purge. The URL's password never appears in logs or errors.
+the lock's life) charges nothing and fails instead of racing another. Each cluster's congestion
+multiplier (adaptiveThrottling) is read and written the same way, under the same lock. Buckets and
+multipliers expire a day after their last write, which is the purge. The URL's password never appears in logs or errors.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..shared_types import redacted
-from .store import BucketState, QuotaTransaction
+from .store import BucketState, MultiplierState, QuotaTransaction
 
 KEY_PREFIX = "pulsar-throttled:"
 LOCK_TTL_S = 10.0  # longer than any planning step holds it
@@ -38,6 +39,7 @@ class _RedisTransaction:
         self._client = client
         self._prefix = prefix
         self.staged: dict[str, BucketState] = {}
+        self.staged_multipliers: dict[str, MultiplierState] = {}
 
     def get(self, key: str) -> BucketState | None:
         if key in self.staged:
@@ -59,6 +61,17 @@ class _RedisTransaction:
     def put_many(self, states: Mapping[str, BucketState]) -> None:
         for key, state in states.items():
             self.put(key, state)
+
+    def get_multiplier(self, cluster: str) -> MultiplierState | None:
+        if cluster in self.staged_multipliers:
+            return replace(self.staged_multipliers[cluster])
+        row = self._client.hgetall(self._prefix + "multiplier:" + cluster)
+        if not row:
+            return None
+        return MultiplierState(int(row[b"window_ms"]), float(row[b"base"]), row[b"verdict"].decode(), float(row[b"m"]))
+
+    def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
+        self.staged_multipliers[cluster] = replace(state)
 
 
 def _state(row: dict[bytes, bytes]) -> BucketState | None:
@@ -110,14 +123,14 @@ class RedisQuotaStore:
                 yield tx
             except self._errors as e:
                 raise self._error("cannot read the quota buckets", e) from None
-            self._commit(tx.staged, lock)
+            self._commit(tx, lock)
         finally:
             try:
                 lock.release()
             except self._errors:  # expired or the server is away: nothing left to release
                 pass
 
-    def _commit(self, staged: dict[str, BucketState], lock: Any) -> None:
+    def _commit(self, tx: _RedisTransaction, lock: Any) -> None:
         import redis
 
         now = time.time()
@@ -128,10 +141,15 @@ class RedisQuotaStore:
                     raise QuotaStoreError(f"lost the quota store's lock at {self._shown} ({OPTION_HINT}): planning held it "
                                           f"longer than {LOCK_TTL_S:.0f} s; nothing was charged")
                 pipe.multi()
-                for key, state in staged.items():
+                for key, state in tx.staged.items():
                     name = self._prefix + "bucket:" + key
                     pipe.hset(name, mapping={"window": int(state.window), "used_msgs": float(state.used_msgs),
                                              "used_bytes": float(state.used_bytes), "updated_at": now})
+                    pipe.expire(name, BUCKET_TTL_S)
+                for cluster, m in tx.staged_multipliers.items():
+                    name = self._prefix + "multiplier:" + cluster
+                    pipe.hset(name, mapping={"window_ms": int(m.window_ms), "base": float(m.base), "verdict": m.verdict,
+                                             "m": float(m.m), "updated_at": now})
                     pipe.expire(name, BUCKET_TTL_S)
                 pipe.execute()
         except redis.exceptions.WatchError:

@@ -1,6 +1,7 @@
 """Where quota buckets live, so that every process on one host charges the same buckets.
 
-A bucket is a few numbers (what was admitted in its current window). The quota engine
+A bucket is a few numbers (what was admitted in its current window); next to the buckets, each broker
+cluster's congestion multiplier (adaptiveThrottling: ``MultiplierState``, moved by throttling.congestion). The quota engine
 reads and charges several buckets in one *transaction*; the store guarantees that no other
 process or thread interleaves with it, which is what keeps concurrent micro-batch planners
 from over-admitting (the "get remaining -> load -> deduct" race the Pulsar docs describe).
@@ -36,6 +37,17 @@ class BucketState:
     used_bytes: float
 
 
+@dataclass(slots=True)
+class MultiplierState:
+    """One cluster's congestion multiplier m (throttling.congestion): its last decided window (epoch-aligned
+    start, ms), the m that window started from, the most cautious verdict reached in it, and the m that gave."""
+
+    window_ms: int
+    base: float
+    verdict: str  # "increase", "hold" or "decrease"
+    m: float
+
+
 class QuotaTransaction(Protocol):
     """Reads and writes inside one atomic transaction."""
 
@@ -48,6 +60,11 @@ class QuotaTransaction(Protocol):
     def get_many(self, keys: Sequence[str]) -> dict[str, BucketState | None]: ...
 
     def put_many(self, states: Mapping[str, BucketState]) -> None: ...
+
+    # The shared multiplier of a cluster, read and written in the same atomic transaction as buckets are.
+    def get_multiplier(self, cluster: str) -> MultiplierState | None: ...
+
+    def put_multiplier(self, cluster: str, state: MultiplierState) -> None: ...
 
 
 class QuotaStore(Protocol):
@@ -63,9 +80,11 @@ class QuotaStore(Protocol):
 
 
 class _MemoryTransaction:
-    def __init__(self, rows: dict[str, tuple[BucketState, float]]) -> None:
+    def __init__(self, rows: dict[str, tuple[BucketState, float]], multipliers: dict[str, tuple[MultiplierState, float]]) -> None:
         self._rows = rows
+        self._multipliers = multipliers
         self._staged: dict[str, BucketState] = {}
+        self._staged_multipliers: dict[str, MultiplierState] = {}
 
     def get(self, key: str) -> BucketState | None:
         if key in self._staged:
@@ -84,23 +103,35 @@ class _MemoryTransaction:
         for key, state in states.items():
             self.put(key, state)
 
+    def get_multiplier(self, cluster: str) -> MultiplierState | None:
+        if cluster in self._staged_multipliers:
+            return replace(self._staged_multipliers[cluster])
+        row = self._multipliers.get(cluster)
+        return replace(row[0]) if row else None
+
+    def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
+        self._staged_multipliers[cluster] = replace(state)
+
 
 class MemoryQuotaStore:
     """Buckets in a dict, one lock for atomicity. Thread-safe, not shared between processes."""
 
     def __init__(self) -> None:
         self._rows: dict[str, tuple[BucketState, float]] = {}  # key -> (state, updated_at)
+        self._multipliers: dict[str, tuple[MultiplierState, float]] = {}  # cluster -> (state, updated_at)
         self._lock = threading.Lock()
 
     @contextmanager
     def transaction(self) -> Iterator[QuotaTransaction]:
         with self._lock:
-            tx = _MemoryTransaction(self._rows)
+            tx = _MemoryTransaction(self._rows, self._multipliers)
             yield tx
             # Only reached without an exception: writes apply all together or not at all.
             now = time.time()
             for key, state in tx._staged.items():
                 self._rows[key] = (state, now)
+            for cluster, multiplier in tx._staged_multipliers.items():
+                self._multipliers[cluster] = (multiplier, now)
 
     def purge_older_than(self, seconds: float) -> int:
         """Drop buckets not written for ``seconds``; returns how many were dropped."""
@@ -109,6 +140,8 @@ class MemoryQuotaStore:
             stale = [key for key, (_, updated_at) in self._rows.items() if updated_at < cutoff]
             for key in stale:
                 del self._rows[key]
+            for cluster in [c for c, (_, updated_at) in self._multipliers.items() if updated_at < cutoff]:
+                del self._multipliers[cluster]
         return len(stale)
 
     def keys(self) -> list[str]:
@@ -119,10 +152,11 @@ class MemoryQuotaStore:
     # A lock cannot be pickled; a copy gets its own lock (and its own buckets).
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
-            return {"_rows": dict(self._rows)}
+            return {"_rows": dict(self._rows), "_multipliers": dict(self._multipliers)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._rows = state["_rows"]
+        self._multipliers = state.get("_multipliers", {})
         self._lock = threading.Lock()
 
 
@@ -135,6 +169,14 @@ CREATE TABLE IF NOT EXISTS buckets (
     "window" INTEGER NOT NULL,
     used_msgs REAL NOT NULL,
     used_bytes REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS multipliers (
+    cluster TEXT PRIMARY KEY,
+    window_ms INTEGER NOT NULL,
+    base REAL NOT NULL,
+    verdict TEXT NOT NULL,
+    m REAL NOT NULL,
     updated_at REAL NOT NULL
 )
 """
@@ -173,6 +215,17 @@ class _SqliteTransaction:
             "used_bytes = excluded.used_bytes, updated_at = excluded.updated_at",
             [(key, int(s.window), float(s.used_msgs), float(s.used_bytes), now) for key, s in states.items()])
 
+    def get_multiplier(self, cluster: str) -> MultiplierState | None:
+        row = self._conn.execute("SELECT window_ms, base, verdict, m FROM multipliers WHERE cluster = ?", (cluster,)).fetchone()
+        return MultiplierState(int(row[0]), float(row[1]), str(row[2]), float(row[3])) if row else None
+
+    def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
+        self._conn.execute(
+            "INSERT INTO multipliers (cluster, window_ms, base, verdict, m, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(cluster) DO UPDATE SET window_ms = excluded.window_ms, base = excluded.base, "
+            "verdict = excluded.verdict, m = excluded.m, updated_at = excluded.updated_at",
+            (cluster, int(state.window_ms), float(state.base), state.verdict, float(state.m), time.time()))
+
 
 class SqliteQuotaStore:
     """Buckets in one sqlite file, shared by all processes on a host that use the same path.
@@ -210,7 +263,7 @@ class SqliteQuotaStore:
             )
             conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
             conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
-            conn.execute(_SCHEMA)
+            conn.executescript(_SCHEMA)
             return conn
         except (OSError, sqlite3.Error) as exc:
             if conn is not None:
@@ -269,6 +322,7 @@ class SqliteQuotaStore:
         conn.execute("BEGIN IMMEDIATE")
         try:
             cursor = conn.execute("DELETE FROM buckets WHERE updated_at < ?", (cutoff,))
+            conn.execute("DELETE FROM multipliers WHERE updated_at < ?", (cutoff,))
         except BaseException:
             conn.execute("ROLLBACK")
             raise

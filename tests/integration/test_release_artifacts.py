@@ -53,7 +53,7 @@ RUNTIME_FILES = {
                                        "range_progress.py read.py read_path.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py engine.py estimators.py headroom.py model.py "
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py estimators.py headroom.py model.py "
                                           "redis_store.py report.py store.py store_factory.py",
 }
 ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}

@@ -1,0 +1,122 @@
+"""The congestion controller's rule (adaptiveThrottling, issue 40): how the multiplier m of the quotas moves.
+
+Pure functions of their arguments, no clock, no store, no I/O: the controller (``controller``) reads the clock and
+the signals and applies ``decide`` to the cluster's record inside a quota-store transaction.
+
+The rule, once per window (AIMD, as TCP's congestion window):
+- a stress signal fired: multiplicative decrease, ``m <- max(m_min, m x (1 - decrease))``;
+- no signal fired, and every signal was read: additive increase, ``m <- min(1, m + increase)``;
+- no signal fired but one could not be read: hold, ``m`` unchanged. Not knowing is no evidence of stress (the
+  source is not stalled) nor of its absence (it does not read faster than the last m).
+  A fired signal still decreases when another could not be read: the stress it saw is evidence.
+- no signals at all: nothing fired, so m climbs to 1 and stays there (a static quota at its ceiling).
+
+Shared state, one decision per window per cluster: every planner sharing a quota store and an admin URL reads and
+writes one ``MultiplierState``. The window's m is ``base`` (the m the window started from) moved by the most cautious
+verdict any planner reached in that window (decrease > hold > increase), so two planners that both saw stress in a
+window decrease once, and a decrease is never lost to a planner that saw none. A planner whose window is older than
+the record's (its clock is behind) merges its verdict into the record's window instead of going back.
+
+Time constants (windows of ``AdaptiveConfig.window_ms``; at the defaults m_min 0.1, decrease 0.5, increase 0.05,
+10 s): ``backoff_windows`` from 1 to m_min (4 windows, 40 s), ``recovery_windows`` from m_min to 1 (18, 3 min).
+First window (no record): m starts at 1, the ceiling the user configured as acceptable, and the first decision
+moves it from there. After an idle period (no plan for many windows): idle windows are not evidence either way,
+so the next decision moves m one step from where it was. After a restart: the record is in the store, so the query
+resumes from the shared m. A record no planner has written for a day is purged with the buckets, and then m
+starts at 1 again.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+from urllib.parse import urlsplit
+
+from ..shared_types import AdaptiveConfig
+from .store import MultiplierState
+
+Verdict = Literal["increase", "hold", "decrease"]
+SignalState = Literal["fired", "clear", "unknown"]
+
+SEVERITY: dict[str, int] = {"increase": 0, "hold": 1, "decrease": 2}  # the most cautious verdict of a window wins
+INITIAL_MULTIPLIER = 1.0  # no record yet: the configured quotas, as without adaptiveThrottling
+_DIGITS = 9  # m is rounded so that 18 steps of 0.05 from 0.1 reach 1.0 exactly, not 0.9999999999999999
+
+
+@dataclass(frozen=True, slots=True)
+class SignalReading:
+    """One stress signal's reading for one window."""
+
+    name: str  # e.g. "publish-latency", for logs and the progress report
+    state: SignalState  # fired: stress seen; clear: read, no stress; unknown: could not be read
+    detail: str = ""  # why it fired or could not be read, for the log
+
+
+def verdict_of(readings: Sequence[SignalReading]) -> Verdict:
+    if any(r.state == "fired" for r in readings):
+        return "decrease"
+    if any(r.state == "unknown" for r in readings):
+        return "hold"
+    return "increase"
+
+
+def clamp(m: float, config: AdaptiveConfig) -> float:
+    """m within [m_min, 1]: a record written by a planner with other bounds is applied within this one's."""
+    return min(1.0, max(config.min_multiplier, m))
+
+
+def step(m: float, verdict: Verdict, config: AdaptiveConfig) -> float:
+    """One window's move of m under `verdict`."""
+    if verdict == "decrease":
+        moved = m * (1.0 - config.decrease)
+    elif verdict == "increase":
+        moved = m + config.increase
+    else:
+        moved = m
+    return round(clamp(moved, config), _DIGITS)
+
+
+def window_of(now_s: float, config: AdaptiveConfig) -> int:
+    """The start (epoch ms) of the window `now_s` falls in: aligned to the epoch, so planners agree without talking."""
+    now_ms = math.floor(now_s * 1000)
+    return now_ms - now_ms % config.window_ms
+
+
+def decide(record: MultiplierState | None, window_ms: int, verdict: Verdict, config: AdaptiveConfig) -> MultiplierState:
+    """The cluster's record once this planner's `verdict` for the window starting at `window_ms` is applied."""
+    if record is None:
+        return MultiplierState(window_ms, INITIAL_MULTIPLIER, verdict, step(INITIAL_MULTIPLIER, verdict, config))
+    if window_ms <= record.window_ms:
+        # This window is decided already (or another planner's clock is ahead): merge, the most cautious verdict wins.
+        if SEVERITY[verdict] <= SEVERITY[record.verdict]:
+            return record
+        return MultiplierState(record.window_ms, record.base, verdict, step(record.base, verdict, config))
+    # A new window starts from the m the last decided one ended with, however long ago that was.
+    return MultiplierState(window_ms, record.m, verdict, step(record.m, verdict, config))
+
+
+def cluster_key(admin_url: str) -> str:
+    """The broker cluster, named by its admin URL as every query spells it alike: scheme and host in lower case,
+    the default port filled in, no credentials, no trailing '/'."""
+    parts = urlsplit(admin_url.strip())
+    scheme = parts.scheme.lower()
+    port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
+    return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def backoff_windows(config: AdaptiveConfig) -> int:
+    """Windows of stress that take m from 1 to m_min."""
+    windows, m = 0, 1.0
+    while m > config.min_multiplier:
+        m, windows = step(m, "decrease", config), windows + 1
+    return windows
+
+
+def recovery_windows(config: AdaptiveConfig) -> int:
+    """Windows without stress that take m from m_min back to 1."""
+    windows, m = 0, config.min_multiplier
+    while m < 1.0:
+        m, windows = step(m, "increase", config), windows + 1
+    return windows

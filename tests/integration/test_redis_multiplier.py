@@ -1,0 +1,38 @@
+"""The cluster's congestion multiplier (adaptiveThrottling) in a real Redis server (quotaStore=redis://...): the same
+read-modify-write semantics as the SQLite store (tests/unit/test_multiplier_store.py), with four planners each on its
+own connection, as four Spark applications on different hosts would be, and the record's expiry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from multiplier_checks import CLUSTER, W, apply, shared_store_checks
+from redis_server import redis_server
+
+from pulsar_throttled_source.throttling.redis_store import BUCKET_TTL_S, RedisQuotaStore
+from pulsar_throttled_source.throttling.store import MultiplierState
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with redis_server(tmp_path_factory.mktemp("redis-multiplier")) as url:
+        yield url
+
+
+def test_four_planners_on_one_redis_decide_once_per_window(redis_url: str) -> None:
+    shared_store_checks(lambda: RedisQuotaStore(redis_url, prefix="multiplier-shared:"))
+
+
+def test_multiplier_round_trips_expires_and_a_failed_transaction_writes_nothing(redis_url: str) -> None:
+    import redis
+
+    store = RedisQuotaStore(redis_url, prefix="multiplier-rt:")
+    assert apply(store, W, "decrease") == MultiplierState(W, 1.0, "decrease", 0.5)
+    with pytest.raises(RuntimeError), store.transaction() as tx:
+        tx.put_multiplier(CLUSTER, MultiplierState(2 * W, 0.5, "decrease", 0.25))
+        raise RuntimeError("planning failed")
+    restarted = RedisQuotaStore(redis_url, prefix="multiplier-rt:")  # another process, another host: same record
+    assert apply(restarted, 2 * W, "increase") == MultiplierState(2 * W, 0.5, "increase", 0.55)
+    ttl = redis.Redis.from_url(redis_url).ttl("multiplier-rt:multiplier:" + CLUSTER)
+    assert BUCKET_TTL_S - 60 < ttl <= BUCKET_TTL_S

@@ -1,0 +1,67 @@
+"""adaptiveThrottling and its knobs (issue 40): defaults, bounds, and errors that name the option. Off by default, and
+then nothing of it reaches the parsed options (the rest of the unit tests run unchanged with it off)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.shared_types import AdaptiveConfig
+
+BASE = {"topic": "orders", "dispatchThrottlingRatePerTopicInMsg": "100"}
+
+
+def parse(**extra: str):
+    return parse_options({k.lower(): v for k, v in {**BASE, **extra}.items()})
+
+
+def test_off_by_default_and_nothing_of_it_is_parsed():
+    assert parse().adaptive is None
+    assert parse(adaptiveThrottling="false").adaptive is None
+
+
+def test_on_with_the_documented_defaults():
+    assert parse(adaptiveThrottling="TRUE").adaptive == AdaptiveConfig(min_multiplier=0.1, decrease=0.5, increase=0.05,
+                                                                       window_ms=10_000)
+
+
+def test_knobs_are_percentages_and_a_duration():
+    config = parse(adaptiveThrottling="true", adaptiveThrottlingMinPercent="25", adaptiveThrottlingDecreasePercent="30",
+                   adaptiveThrottlingIncreasePercent="10", adaptiveThrottlingWindow="30s").adaptive
+    assert config == AdaptiveConfig(min_multiplier=0.25, decrease=0.3, increase=0.1, window_ms=30_000)
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingWindow="2500").adaptive.window_ms == 2500
+
+
+@pytest.mark.parametrize("name,value,expected", [
+    ("adaptiveThrottlingMinPercent", "0", "an integer percentage from 1 to 100"),
+    ("adaptiveThrottlingMinPercent", "101", "an integer percentage from 1 to 100"),
+    ("adaptiveThrottlingDecreasePercent", "100", "an integer percentage from 1 to 99"),
+    ("adaptiveThrottlingIncreasePercent", "0", "an integer percentage from 1 to 100"),
+])
+def test_out_of_bounds_names_the_option_and_the_range(name, value, expected):
+    with pytest.raises(ValueError, match=re.escape(f"Option '{name}': {value} is not allowed; expected {expected}.")):
+        parse(adaptiveThrottling="true", **{name: value})
+
+
+def test_a_fraction_or_a_bad_window_names_the_option():
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingMinPercent': '0.2' is not an integer percentage")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingMinPercent="0.2")
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingWindow': '0' is not allowed; expected a positive duration")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingWindow="0")
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottling': 'yes' is not allowed; expected true or false.")):
+        parse(adaptiveThrottling="yes")
+
+
+def test_a_knob_without_the_switch_is_an_error_naming_it():
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingIncreasePercent' applies only with 'adaptiveThrottling'=true")):
+        parse(adaptiveThrottlingIncreasePercent="10")
+
+
+def test_the_switch_needs_a_quota_to_scale():
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set")):
+        parse_options({"topic": "orders", "adaptivethrottling": "true"})
+    # Broker quotas are ceilings too: known only at run time.
+    assert parse_options({"topic": "orders", "adaptivethrottling": "true", "quotasource": "broker"}).adaptive is not None
+    assert parse(adaptiveThrottling="true", dispatchThrottlingRateInByte="1000").adaptive is not None
