@@ -28,6 +28,7 @@ from ..credentials import Credentials, TlsSettings
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
 from ..shared_types import AdminEndpoint
 from .admin_auth import AuthenticationFailed, authenticator
+from .service_tls import certificate_fix
 
 log = logging.getLogger(__name__)
 
@@ -222,15 +223,8 @@ class _Adapter(requests.adapters.HTTPAdapter):
 
 
 def _tls_failure(base: str, what: str, reason: str) -> str:
-    """What to set when the broker's certificate is refused, by the reason OpenSSL gave."""
-    if "hostname" in reason.lower() or "match" in reason.lower():
-        fix = ("its certificate does not name that host: use the host name the certificate was issued for in 'admin.url', "
-               "or set 'pulsar.client.tlsValidateHostname' to false (not recommended)")
-    elif "CERTIFICATE_VERIFY_FAILED" in reason or "certificate verify failed" in reason:
-        fix = ("its certificate is not signed by a CA this query trusts: set 'pulsar.client.tlsTrustCertsFilePath' (or "
-               "'pulsar.admin.tlsTrustCertsFilePath') to the CA certificate file")
-    else:
-        fix = "check 'admin.url' and the TLS options 'pulsar.client.tlsTrustCertsFilePath' and the client certificate"
+    fix = certificate_fix(reason, "admin.url") or ("check 'admin.url', the CA in 'pulsar.client.tlsTrustCertsFilePath' "
+                                                   "and the client certificate")
     return f"TLS failed with the Pulsar admin API at {base} while {what}: {fix}. ({reason[:300]})"
 
 

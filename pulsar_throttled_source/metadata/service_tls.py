@@ -47,9 +47,17 @@ def _first_host(service_url: str) -> tuple[str, int]:
 
 def _refused(service_url: str, error: ssl.SSLCertVerificationError) -> str:
     reason = error.verify_message or str(error)
-    if error.verify_code == 62 or "hostname" in reason.lower() or "match" in reason.lower():  # X509_V_ERR_HOSTNAME_MISMATCH
-        fix = ("its certificate does not name that host: use the host name the certificate was issued for in 'service.url', "
-               "or set 'pulsar.client.tlsValidateHostname' to false (not recommended)")
-    else:
-        fix = "set 'pulsar.client.tlsTrustCertsFilePath' to the file of the CA that signed the broker's certificate"
-    return f"TLS failed with the Pulsar broker at {service_url} ({reason}): {fix}."
+    hostname = error.verify_code == 62  # X509_V_ERR_HOSTNAME_MISMATCH
+    return f"TLS failed with the Pulsar broker at {service_url} ({reason}): {certificate_fix(reason, 'service.url', hostname)}."
+
+
+def certificate_fix(reason: str, url_option: str, hostname: bool = False) -> str | None:
+    """What to set when OpenSSL refused a broker's certificate for `reason` (the broker's binary port or
+    its admin API, named by `url_option`); None when the reason is not the broker's certificate."""
+    if hostname or "hostname" in reason.lower() or "match" in reason.lower():
+        return (f"its certificate does not name that host: use the host name the certificate was issued for in '{url_option}', "
+                "or set 'pulsar.client.tlsValidateHostname' to false (not recommended)")
+    if "certificate verify failed" in reason.lower() or "unable to get local issuer" in reason.lower():
+        return ("its certificate is not signed by a CA this query trusts: set 'pulsar.client.tlsTrustCertsFilePath' to the file "
+                "of the CA that signed it (or 'pulsar.admin.tlsTrustCertsFilePath' for the admin API alone)")
+    return None
