@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import time
 from dataclasses import dataclass
 
@@ -124,3 +125,10 @@ def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.2, what
             return
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def quiet_logger(name: str, level: int = logging.WARNING) -> logging.Logger:
+    """A logger for a test's own pulsar.Client: the C++ client logs every connection at INFO otherwise."""
+    logger = logging.getLogger(name)
+    logger.setLevel(level)
+    return logger

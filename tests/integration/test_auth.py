@@ -13,7 +13,6 @@ a spark-submit run at INFO log level, with every byte of its stdout/stderr captu
 from __future__ import annotations
 
 import json
-import logging
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 import pulsar
 import pytest
 from conftest import SAME_MESSAGE_LIMIT
-from helpers import create_topic, produce
+from helpers import create_topic, produce, quiet_logger
 from pyspark.errors import AnalysisException
 from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
 from topic_admin import TopicAdmin
@@ -42,11 +41,6 @@ from pulsar_throttled_source.stream import PulsarStreamReader
 FAIL_BOUND_S = 60
 FAST_CLIENT = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
 
-
-def _quiet_logger() -> logging.Logger:
-    logger = logging.getLogger("pulsar-auth-test-client")
-    logger.setLevel(logging.WARNING)
-    return logger
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +73,7 @@ def token_file(tmp_path_factory, token) -> Path:
 @pytest.fixture(scope="module")
 def auth_topic(auth_broker, token):
     admin = TopicAdmin(auth_broker.admin_url, 10, credentials=TokenAuth(token=token))
-    client = pulsar.Client(auth_broker.service_url, authentication=pulsar.AuthenticationToken(token), logger=_quiet_logger())
+    client = pulsar.Client(auth_broker.service_url, authentication=pulsar.AuthenticationToken(token), logger=quiet_logger("pulsar-auth-test-client"))
     try:
         topic = create_topic(admin, f"auth-{int(time.time() * 1000)}", 2)
         sent = produce(client, topic, 120, batch=4, prefix="batched")  # 15 entries per partition
@@ -146,7 +140,7 @@ def test_broker_refuses_requests_without_a_valid_token(auth_broker, token, wrong
     admin = PulsarAdmin(auth_broker.admin_url, 10, credentials=TokenAuth(token=token))
     assert f"{topic}-partition-0" in admin.list_topics("public/default")
     admin.close()
-    client = pulsar.Client(auth_broker.service_url, logger=_quiet_logger(), operation_timeout_seconds=2, connection_timeout_ms=1000)
+    client = pulsar.Client(auth_broker.service_url, logger=quiet_logger("pulsar-auth-test-client"), operation_timeout_seconds=2, connection_timeout_ms=1000)
     try:
         with pytest.raises(pulsar.PulsarException):  # refused (authentication), not some unrelated error
             client.create_reader(f"{topic}-partition-0", pulsar.MessageId.earliest)

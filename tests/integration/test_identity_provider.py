@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import logging
 import re
 import stat
 import time
@@ -21,6 +20,7 @@ import pulsar
 import pytest
 import requests
 from conftest import SAME_MESSAGE_LIMIT
+from helpers import quiet_logger
 from identity_provider import UNTRUSTED_ISSUER_ID, IdentityProvider, jwt_claims
 
 from pulsar_throttled_source.local_broker import LocalBroker
@@ -32,11 +32,6 @@ BROKER_CLIENT, SUPERUSER_ROLE = "broker-client", "broker-admin"  # the broker's 
 READER_CLIENT, READER_ROLE = "reader-client", "reader"  # a client id mapped to a role of our choosing
 STARTUP_BOUND_S = 10
 
-
-def _quiet_logger() -> logging.Logger:
-    logger = logging.getLogger("pulsar-oauth2-test-client")
-    logger.setLevel(logging.WARNING)
-    return logger
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +169,7 @@ def test_python_client_reads_a_topic_with_oauth2_client_credentials(idp, oauth_b
     params = idp.oauth2_params(READER_CLIENT, reader_credentials if private_key == "file" else None)
     assert set(json.loads(params)) == {"issuer_url", "private_key", "audience"}
     topic = f"persistent://public/default/oauth2-read-{private_key}-{time.time_ns()}"
-    client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationOauth2(params), logger=_quiet_logger(),
+    client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationOauth2(params), logger=quiet_logger("pulsar-oauth2-test-client"),
                            operation_timeout_seconds=10)
     try:
         producer = client.create_producer(topic)
@@ -202,7 +197,7 @@ def test_which_parameter_spellings_the_python_client_takes(idp, oauth_broker, re
     client's camelCase names (issuerUrl, privateKey) are not read, and then no token is fetched."""
     given = params(idp, reader_credentials)
     client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationOauth2(json.dumps(given)),
-                           logger=_quiet_logger(), operation_timeout_seconds=5)
+                           logger=quiet_logger("pulsar-oauth2-test-client"), operation_timeout_seconds=5)
     topic = f"persistent://public/default/oauth2-params-{time.time_ns()}"
     try:
         if "issuerUrl" in given:
@@ -221,7 +216,7 @@ def test_reader_keeps_reading_across_token_expiry(idp, oauth_broker, tmp_path):
     client_id = f"refresh-{time.time_ns()}"  # its own role, to find its connection in the broker log
     creds = idp.write_credentials(client_id, tmp_path / "refresh.json")
     client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationOauth2(idp.oauth2_params(client_id, creds)),
-                           logger=_quiet_logger(), operation_timeout_seconds=10)
+                           logger=quiet_logger("pulsar-oauth2-test-client"), operation_timeout_seconds=10)
     topic = f"persistent://public/default/oauth2-refresh-{time.time_ns()}"
     sent: list[int] = []
     got: list[int] = []
@@ -267,7 +262,7 @@ def test_admin_api_refuses_no_untrusted_and_expired_tokens(request, idp, oauth_b
     topic = f"persistent://public/default/oauth2-refused-{time.time_ns()}"
     for token, reason in [(untrusted, "JWT signature does not match"), (accepted_token, "JWT expired")]:
         seen = len(_broker_log(oauth_broker))
-        client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationToken(str(token)), logger=_quiet_logger(),
+        client = pulsar.Client(oauth_broker.service_url, authentication=pulsar.AuthenticationToken(str(token)), logger=quiet_logger("pulsar-oauth2-test-client"),
                                operation_timeout_seconds=3)
         try:
             with pytest.raises(pulsar.Timeout):

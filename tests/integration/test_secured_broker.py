@@ -23,6 +23,7 @@ import pytest
 import requests
 from certificates import make_certificates
 from conftest import SAME_MESSAGE_LIMIT
+from helpers import quiet_logger
 from secured_broker import SecuredBroker, secured_broker
 
 from pulsar_throttled_source.local_broker import LocalBroker, TlsFiles
@@ -48,11 +49,6 @@ ROLES = {
 OPERATION_TIMEOUT_S = 3
 
 
-def _logger() -> logging.Logger:
-    logger = logging.getLogger("pulsar-secured-facts")
-    logger.setLevel(logging.CRITICAL)
-    return logger
-
 
 @pytest.fixture(scope="module")
 def sb(tmp_path_factory: pytest.TempPathFactory):
@@ -71,7 +67,7 @@ def timed(fn: Callable[[], Any]) -> tuple[Any, BaseException | None, float]:
 
 def read_one(url: str, ca: str, auth: Any, topic: str, validate: bool = True, **kwargs: Any) -> bytes:
     client = pulsar.Client(url, tls_trust_certs_file_path=ca, tls_validate_hostname=validate, authentication=auth,
-                           logger=_logger(), **kwargs)
+                           logger=quiet_logger("pulsar-secured-facts", logging.CRITICAL), **kwargs)
     try:
         reader = client.create_reader(topic, pulsar.MessageId.earliest)
         return bytes(reader.read_next(5000).data())
@@ -166,7 +162,7 @@ def wrong_name_broker(sb, tmp_path_factory):
     pair = sb.certs.broker_wrong_name
     with LocalBroker(data_dir=tmp_path_factory.mktemp("wrong-name"), tls=TlsFiles(pair.cert, pair.key, sb.certs.ca),
                      broker_config=SAME_MESSAGE_LIMIT) as b:
-        client = pulsar.Client(b.service_url, logger=_logger())
+        client = pulsar.Client(b.service_url, logger=quiet_logger("pulsar-secured-facts", logging.CRITICAL))
         try:
             client.create_producer("persistent://public/default/named").send(b"plain")
         finally:
