@@ -134,6 +134,15 @@ def stream_everything(spark, opts: dict[str, str], checkpoint: Path, timeout_s: 
     return sink
 
 
+def batch_query(spark, opts: dict[str, str]):
+    """spark.read with a stream's options, less those that only streams take (quotas, durable subscriptions)."""
+    reader = spark.read.format("pulsar-throttled")
+    for k, v in opts.items():
+        if k not in ("throttlingMode", "dispatchThrottlingRatePerTopicInMsg", "maxEntriesPerTrigger", "durableSubscription", "subscription"):
+            reader = reader.option(k, v)
+    return reader.load()
+
+
 def assert_exactly(rows, sent) -> None:
     got = Counter(identity(r) for r in rows)
     assert max(got.values()) == 1, "a message was read twice"
@@ -154,6 +163,7 @@ def test_tls_client_certificates_read_everything_once(spark, sb, topic, tmp_path
     sink = stream_everything(spark, opts, tmp_path / "cp")
     assert_exactly(sink.rows, sent)
     assert len(sink.batches) >= 3  # 90 entries at 30 per micro-batch
+    assert_exactly(batch_query(spark, opts).collect(), sent)
 
 
 @pytest.mark.parametrize("read_path", ["python", "native"])
@@ -163,11 +173,7 @@ def test_oauth2_client_credentials_read_everything_once_in_streams_and_batch_que
     opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000",
                    maxEntriesPerTrigger="40", **oauth2(idp, reader_credentials))
     assert_exactly(stream_everything(spark, opts, tmp_path / "cp").rows, sent)
-    reader = spark.read.format("pulsar-throttled")
-    for k, v in opts.items():
-        if k not in ("throttlingMode", "dispatchThrottlingRatePerTopicInMsg", "maxEntriesPerTrigger"):
-            reader = reader.option(k, v)
-    assert_exactly(reader.load().collect(), sent)
+    assert_exactly(batch_query(spark, opts).collect(), sent)
 
 
 def test_basic_authentication_reads_everything_once(spark, sb, topic, tmp_path):
