@@ -86,6 +86,15 @@ def source_key(query_id: str) -> str:
     return f"source:{query_id}"
 
 
+def topic_key(origin: str, partition: str) -> str:
+    """The topic bucket of a partition, per origin of its rate ("options" or "broker")."""
+    return f"topic:{origin}:{partition}"
+
+
+def subscription_key(origin: str, subscription: str, partition: str) -> str:
+    return f"subscription:{origin}:{subscription}:{partition}"
+
+
 def bucket_spec(
     key: str, level: str, origin: str, rate: Rate, publish: tuple[float, float]
 ) -> BucketSpec:
@@ -136,9 +145,9 @@ def partition_specs(
             if rate.is_unlimited():
                 continue
             if level == TOPIC_LEVEL:
-                key = f"topic:{origin}:{demand.partition}"
+                key = topic_key(origin, demand.partition)
             else:
-                key = f"subscription:{origin}:{demand.subscription}:{demand.partition}"
+                key = subscription_key(origin, demand.subscription, demand.partition)
             publish = (0.0, 0.0)
             if rate.relative_to_publish_rate:
                 publish = publish_rate(demand, rate.period_s)
