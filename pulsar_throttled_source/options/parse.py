@@ -233,7 +233,7 @@ def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) ->
 
 
 ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
-                  "adaptiveThrottlingWindow")
+                  "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval")
 
 
 def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
@@ -242,7 +242,9 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
     config = AdaptiveConfig(min_multiplier=values.number(opts, "adaptiveThrottlingMinPercent") / 100,
                             decrease=values.number(opts, "adaptiveThrottlingDecreasePercent") / 100,
                             increase=values.number(opts, "adaptiveThrottlingIncreasePercent") / 100,
-                            window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"))
+                            window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"),
+                            trigger_interval_ms=(values.duration_ms(opts, "adaptiveThrottlingTriggerInterval")
+                                                 if values.is_set(opts, "adaptiveThrottlingTriggerInterval") else None))
     if not values.flag(opts, "adaptiveThrottling"):
         stray = [name for name in ADAPTIVE_KNOBS if values.is_set(opts, name)]
         if stray:

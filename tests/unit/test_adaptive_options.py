@@ -65,3 +65,13 @@ def test_the_switch_needs_a_quota_to_scale():
     # Broker quotas are ceilings too: known only at run time.
     assert parse_options({"topic": "orders", "adaptivethrottling": "true", "quotasource": "broker"}).adaptive is not None
     assert parse(adaptiveThrottling="true", dispatchThrottlingRateInByte="1000").adaptive is not None
+
+
+def test_the_trigger_interval_turns_on_the_batch_duration_signal():
+    assert parse(adaptiveThrottling="true").adaptive.trigger_interval_ms is None  # unset: that signal is off
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingTriggerInterval="5s").adaptive.trigger_interval_ms == 5000
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingTriggerInterval': '-1' is not allowed; "
+                                                   "expected a positive duration")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingTriggerInterval="-1")
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingTriggerInterval' applies only with")):
+        parse(adaptiveThrottlingTriggerInterval="5s")
