@@ -12,19 +12,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot
 from .metadata.stress_readings import LatencySamples
 from .options import SourceOptions
 from .shared_types import Rate
 from .throttling.controller import CongestionController, StressSignal
-from .throttling.signals import BatchDurationSignal, LookupLatencySignal, OthersThrottledSignal, PendingAddsSignal
+from .throttling.signals import (
+    BatchDurationSignal,
+    LookupLatencySignal,
+    OthersThrottledSignal,
+    PendingAddsSignal,
+    PublishLatencySignal,
+)
 from .throttling.store import QuotaStore
 
 
 class AdaptiveThrottle:
     """One per query, on the driver: the controller (built with the quota store) and its signals."""
 
-    def __init__(self, options: SourceOptions, clock: Callable[[], float]) -> None:
+    def __init__(self, options: SourceOptions, clock: Callable[[], float],
+                 admin: Callable[[], PulsarAdmin] | None = None) -> None:
         assert options.adaptive is not None
         self._options = options
         self._clock = clock
@@ -33,12 +41,17 @@ class AdaptiveThrottle:
         self._throttled = OthersThrottledSignal()
         interval = options.adaptive.trigger_interval_ms
         self._batches = BatchDurationSignal(interval / 1000.0, clock) if interval else None
+        self._admin = admin  # the driver's admin session, for the metrics page (its credentials and TLS)
         self.controller: CongestionController | None = None
 
     def signals(self) -> list[StressSignal]:
         signals: list[StressSignal] = [LookupLatencySignal(self.lookup_latency), self._pending, self._throttled]
         if self._batches is not None:
             signals.append(self._batches)
+        url = self._options.adaptive.metrics_url if self._options.adaptive else None
+        if url is not None and self._admin is not None:
+            admin = self._admin
+            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency")))
         return signals
 
     def multiplier(self, store: QuotaStore) -> Callable[[], float]:

@@ -25,7 +25,7 @@ every Spark line (where each line shows it: README, "Query progress"):
 - "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag;
 - "adaptive" (option adaptiveThrottling only, from the first decision on): the multiplier m the quotas are scaled
   by in the current controller window, the window's verdict (decrease, hold, increase), the stress signals that
-  fired (lookupLatency, pendingAdds, othersThrottled, batchDuration) and those that could not be read, the window's
+  fired (lookupLatency, pendingAdds, othersThrottled, batchDuration, publishLatency) and those that could not be read, the window's
   start (epoch ms), and the ceilings m scales (each option level set; brokerPolicies: the broker's dispatch-rate
   policies are ceilings too). Built by adaptive_throttle.py.
 

@@ -17,17 +17,21 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
+from ..metadata.broker_metrics import write_latency
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.stress_readings import LatencySamples
 from .congestion import SignalReading
 
 LOOKUP_LATENCY, PENDING_ADDS, OTHERS_THROTTLED, BATCH_DURATION = "lookupLatency", "pendingAdds", "othersThrottled", "batchDuration"
+PUBLISH_LATENCY = "publishLatency"
 
 LATENCY_FACTOR = 3.0  # lookupLatency fires when a window's median is this many times the running minimum ...
 LATENCY_FLOOR_S = 0.02  # ... and at least this much above it (a 2 ms lookup taking 6 ms is noise, not a busy bookie)
 PENDING_ADDS_FLOOR = 8  # pendingAdds fires at this many entries waiting for the bookies, summed over partitions ...
 PENDING_ADDS_FACTOR = 2.0  # ... and this many times the running minimum (0 on a broker that keeps up)
 BATCH_TOLERANCE = 0.25  # batchDuration fires when the window's median batch takes 25 % longer than the trigger
+PUBLISH_FACTOR = 3.0  # publishLatency fires when the p99 write's bucket bound is over 3x its running minimum ...
+PUBLISH_FLOOR_MS = 10.0  # ... and over 10 ms (a p99 moving from 1 ms to 5 ms is a broker at ease)
 
 
 class LookupLatencySignal:
@@ -166,4 +170,35 @@ class BatchDurationSignal:
         if median > self._trigger_s * (1 + self._tolerance):
             return SignalReading(self.name, "fired", f"median batch {median:.2f} s over {len(durations)} batches, "
                                                      f"the trigger interval {self._trigger_s:g} s")
+        return SignalReading(self.name, "clear")
+
+
+class PublishLatencySignal:
+    """Producers' publish latency as the broker measures it (adaptiveThrottlingMetricsUrl): the bucket the p99 write
+    of the broker's last stats period falls in, against the running minimum of earlier periods. The buckets change
+    once per stats period (60 s by default): a window that reads the same figures again is clear (no new evidence),
+    so a slow period decreases m once, not once per window. An endpoint that cannot be read is unknown (the controller
+    holds m and WARNs once)."""
+
+    name = PUBLISH_LATENCY
+
+    def __init__(self, fetch: Callable[[], str], factor: float = PUBLISH_FACTOR, floor_ms: float = PUBLISH_FLOOR_MS) -> None:
+        self._fetch = fetch  # the metrics page; raises when it cannot be read
+        self._factor = factor
+        self._floor_ms = floor_ms
+        self._last: object = None
+        self._baseline: float | None = None
+
+    def read(self) -> SignalReading:
+        latency = write_latency(self._fetch())
+        if latency is None or not latency.writes:
+            return SignalReading(self.name, "clear", "no writes in the broker's last stats period")
+        if latency.buckets == self._last:
+            return SignalReading(self.name, "clear", "no new stats period")
+        self._last = latency.buckets
+        p99, baseline = latency.quantile_bound(0.99), self._baseline
+        self._baseline = p99 if baseline is None else min(baseline, p99)
+        if baseline is not None and p99 > max(self._factor * baseline, self._floor_ms):
+            return SignalReading(self.name, "fired", f"p99 publish latency up to {p99:g} ms over {latency.writes:.0f} "
+                                                     f"writes, its running minimum {baseline:g} ms")
         return SignalReading(self.name, "clear")

@@ -180,3 +180,23 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
             assert b.n_entries(topic) <= max(1, math.floor(report["multiplier"] * CEILING)), (b.batch_id, report)
     ok, why = per_window_ok(batches, lambda b, p: b.n_entries(p), CEILING)
     assert ok, why
+
+
+def test_the_publish_latency_signal_reads_a_real_brokers_metrics_page(broker, admin, pulsar_client, unique):
+    """adaptiveThrottlingMetricsUrl: the broker's Prometheus page parses (prometheus-client) into write latency buckets;
+    the first reading is a baseline (clear), and a page that cannot be read raises (the controller: unknown, hold)."""
+    import pytest
+
+    from pulsar_throttled_source.metadata.admin_http import AdminError
+    from pulsar_throttled_source.metadata.broker_metrics import WRITE_LATENCY, write_latency
+    from pulsar_throttled_source.throttling.signals import PublishLatencySignal
+
+    send_entries(pulsar_client, f"persistent://public/default/adaptive-metrics-{unique}", 20)
+    url = f"{broker.admin_url}/metrics/"
+    page = admin.get_text(url, "reading the broker's metrics")
+    assert "pulsar_topics_count" in page  # the broker's own page
+    latency = write_latency(page)  # None until the broker's first stats period has ended (60 s after its start)
+    assert latency is not None or WRITE_LATENCY not in page
+    assert PublishLatencySignal(lambda: admin.get_text(url, "reading the broker's metrics")).read().state == "clear"
+    with pytest.raises(AdminError, match="HTTP 404"):
+        PublishLatencySignal(lambda: admin.get_text(f"{broker.admin_url}/no-such-page/", "reading")).read()

@@ -215,3 +215,46 @@ def test_two_planners_back_off_together_on_one_planners_signal(tmp_path: Path):
     assert second.last is not None and second.last.verdict == "increase"  # its own verdict; the record's decrease won
     clock.now += 10
     assert (second.multiplier(), first.multiplier()) == (0.55, 0.55)
+
+
+def metrics_page(*periods: dict[str, float]) -> str:
+    """A broker's Prometheus page with two topics' write latency buckets (each topic gets `counts`)."""
+    lines = ["# TYPE pulsar_storage_write_latency_le_0_5 gauge"]
+    for topic in ("a", "b"):
+        for bucket, count in periods[0].items():
+            lines.append(f'pulsar_storage_write_latency_le_{bucket}{{cluster="standalone",topic="persistent://public/default/{topic}"}} {count}')
+    lines.append('pulsar_topics_count{cluster="standalone"} 2')
+    return "\n".join(lines) + "\n"
+
+
+def test_write_latency_sums_the_buckets_of_every_topic():
+    from pulsar_throttled_source.metadata.broker_metrics import write_latency
+
+    latency = write_latency(metrics_page({"1": 90, "5": 8, "50": 2}))
+    assert latency is not None and latency.writes == 200
+    assert latency.quantile_bound(0.5) == 1.0 and latency.quantile_bound(0.99) == 50.0
+    assert write_latency('pulsar_topics_count{cluster="standalone"} 2\n') is None
+
+
+def test_publish_latency_fires_once_per_slow_stats_period_and_holds_when_unreadable():
+    from pulsar_throttled_source.throttling.signals import PublishLatencySignal
+
+    page = [metrics_page({"1": 99, "5": 1})]
+
+    def fetch() -> str:
+        if isinstance(page[0], Exception):
+            raise page[0]
+        return page[0]
+    signal = PublishLatencySignal(fetch)
+    assert signal.read().state == "clear"  # the first period: its p99 (5 ms) is the baseline
+    page[0] = metrics_page({"1": 90, "5": 5, "50": 5})  # a period whose p99 write took up to 50 ms
+    fired = signal.read()
+    assert fired.state == "fired" and "50 ms" in fired.detail
+    assert signal.read().state == "clear"  # the same period read again: no new evidence
+    page[0] = metrics_page({"1": 95, "5": 4, "10": 1})
+    assert signal.read().state == "clear"  # 10 ms: over 3x 5 ms but not over the 10 ms floor
+    clock = Clock()
+    ctl = CongestionController(CONFIG, ADMIN, MemoryQuotaStore(), [signal], clock)
+    page[0] = ConnectionError("metrics endpoint down")
+    clock.now += 10
+    assert ctl.multiplier() == 1.0 and ctl.last is not None and ctl.last.verdict == "hold"
