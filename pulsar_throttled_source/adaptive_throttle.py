@@ -44,6 +44,11 @@ class AdaptiveThrottle:
         self._admin = admin  # the driver's admin session, for the metrics page (its credentials and TLS)
         self.controller: CongestionController | None = None
 
+    @classmethod
+    def of(cls, options: SourceOptions, clock: Callable[[], float], admin: Callable[[], PulsarAdmin]) -> AdaptiveThrottle | None:
+        """The query's, or None without adaptiveThrottling."""
+        return cls(options, clock, admin) if options.adaptive is not None else None
+
     def signals(self) -> list[StressSignal]:
         signals: list[StressSignal] = [LookupLatencySignal(self.lookup_latency), self._pending, self._throttled]
         if self._batches is not None:

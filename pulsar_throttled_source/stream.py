@@ -82,7 +82,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
         self._entry_sizes: EntrySizes | None = None
-        self._adaptive = AdaptiveThrottle(options, clock, lambda: self.admin) if options.adaptive is not None else None
+        self._adaptive = AdaptiveThrottle.of(options, clock, lambda: self.admin)
         self._progress = self._new_progress()
         self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
@@ -107,7 +107,7 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._adaptive = AdaptiveThrottle(self.options, self._clock, lambda: self.admin) if self.options.adaptive is not None else None
+        self._adaptive = AdaptiveThrottle.of(self.options, self._clock, lambda: self.admin)
         self._admission = self._new_admission()
         self._progress = self._new_progress()
 
