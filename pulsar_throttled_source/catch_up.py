@@ -113,7 +113,9 @@ class Progress:
 
     def observe(self, progress: Sequence[Any]) -> None:
         for event in map(as_dict, progress):
-            if executed(event):
+            # A new query's first batch runs even when it reads nothing (4.0/4.1: up to the initial offset,
+            # which carries no report): that one counts as an idle trigger.
+            if executed(event) and (event.get("numInputRows") or None not in reports(event, require=False)):
                 self.batches[int(event.get("batchId", -1))] = event
         if progress:
             self.last = as_dict(progress[-1])

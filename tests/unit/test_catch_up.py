@@ -111,8 +111,10 @@ def test_spark40_a_quota_held_idle_stretch_does_not_stop_the_query():
 def test_spark40_a_run_with_nothing_new_ends_after_idle_s():
     result, _, query = run([(1, idle(5, 0))], idle_s=4.0)  # the checkpoint's last plan: nothing behind
     assert query.stopped_at == 4.0 and (result.batches, result.rows) == (0, 0)
-    _, _, query = run([(1, idle(0, None))], idle_s=4.0)  # a new query on an empty topic: no report yet
-    assert query.stopped_at == 4.0
+    # A new query on an empty topic: its first batch runs, reads nothing and has no report (4.0/4.1).
+    empty_first = {**idle(0, None), "durationMs": {"addBatch": 3, "triggerExecution": 9}}
+    result, _, query = run([(1, empty_first)], idle_s=4.0)
+    assert query.stopped_at == 4.0 and result.batches == 0
 
 
 def test_spark40_an_idle_run_whose_checkpoint_shows_a_lag_waits_for_a_batch():
