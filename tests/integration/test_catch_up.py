@@ -6,7 +6,8 @@ two-core machine a JVM starting while Spark starts its Python streaming source r
 miss Spark's fixed 10 s to connect back): each detects that its PySpark has no admission
 control, drains the backlog on a processing-time trigger in several micro-batches, every one within the
 quota (counted from the file sink's own log of each batch's files), and stops once caught up; every payload
-once. On 4.2+ the same command runs Trigger.AvailableNow: test_cluster.py, on a standalone cluster."""
+once. On 4.2+ the same command runs Trigger.AvailableNow (test_cluster.py, on a standalone cluster); here
+the session's PySpark (4.2+) catches up with AvailableNow, then the 4.0/4.1 way on the same checkpoint."""
 
 from __future__ import annotations
 
@@ -90,3 +91,32 @@ def test_catch_up_drains_under_the_quota_and_stops_on_spark_4_0_and_4_1(broker, 
         assert len(rows) >= len(sent) // (PARTITIONS * RATE), (version, rows)  # several batches
         values = pq.read_table(work / "out").column("value").to_pylist()
         assert Counter(bytes(v) for v in values) == Counter(s.payload for s in sent), version  # each once
+
+
+def test_catch_up_on_spark_4_2_and_later_is_available_now_then_the_4_0_way_on_the_same_checkpoint(
+        spark, broker, admin, pulsar_client, unique, tmp_path):
+    from pulsar_throttled_source.catch_up import catch_up
+
+    topic = create_topic(admin, f"catch-up-now-{unique}", PARTITIONS)
+    sent = produce(pulsar_client, topic, 20)  # 10 entries per partition
+
+    def writer():
+        return (spark.readStream.format("pulsar-throttled").option("service.url", broker.service_url)
+                .option("admin.url", broker.admin_url).option("topic", topic).option("startingOffsets", "earliest")
+                .option("throttlingMode", "batch").option("dispatchThrottlingRatePerTopicInMsg", str(RATE))
+                .option("quotaStatePath", str(tmp_path / "quota.sqlite")).load()
+                .writeStream.format("parquet").option("path", str(tmp_path / "out"))
+                .option("checkpointLocation", str(tmp_path / "checkpoint")))
+
+    result = catch_up(writer(), timeout_s=120)  # this PySpark has admission control: Trigger.AvailableNow
+    assert (result.trigger, result.rows, result.query.isActive) == ("availableNow", len(sent), False)
+    assert result.batches >= 3 and result.reports[0]["entriesBehindLatest"] == 0
+    # What a 4.0/4.1 run does, here on the 4.2+ reader (its report in latestOffset): the messages sent since.
+    late = produce(pulsar_client, topic, 8, prefix="late")
+    result = catch_up(writer(), timeout_s=120, available_now=False, processing_time="200 milliseconds")
+    assert (result.trigger, result.rows, result.query.isActive) == ("processingTime", len(late), False)
+
+    rows = batch_rows(tmp_path / "out")
+    assert max(rows.values()) <= PARTITIONS * RATE, rows  # every batch within the quota
+    values = pq.read_table(tmp_path / "out").column("value").to_pylist()
+    assert Counter(bytes(v) for v in values) == Counter(s.payload for s in sent + late)  # each once
