@@ -6,8 +6,11 @@
         --mode batch --topic-rate-msgs 100 --trigger availableNow \\
         --checkpoint /data/chk/orders --output /data/parquet/orders
 
-The checkpoint holds the query's progress: run the same command again and it continues
-where it stopped, writing each message once (Spark's file sink commits every micro-batch
+--trigger availableNow reads the backlog under the quotas and stops once caught up: Spark's
+Trigger.AvailableNow on PySpark 4.2+, and on 4.0/4.1 (which give Python sources no admission
+control) a processing-time trigger stopped when its progress says nothing is left
+(pulsar_throttled_source.catch_up). The checkpoint holds the query's progress: run the same
+command again and it continues where it stopped, writing each message once (Spark's file sink commits every micro-batch
 atomically through its _spark_metadata log). Any source option that has no flag here can
 be passed as --option NAME=VALUE; the README lists them all.
 """
@@ -46,10 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--output", required=True, help="Parquet output directory")
     o.add_argument("--checkpoint", required=True, help="checkpoint directory (one per query; keep it to resume)")
     o.add_argument("--trigger", default="availableNow", type=parse_trigger,
-                   help="availableNow (read what is there, throttled, then stop), processingTime=<interval> "
+                   help="availableNow (read what is there, throttled, then stop: on PySpark 4.0/4.1 a processing-time "
+                        "trigger stopped once caught up), processingTime=<interval> "
                         "(e.g. processingTime='10 seconds', runs until stopped) or once (one unthrottled batch) "
                         "(default %(default)s)")
-    o.add_argument("--timeout", type=float, help="stop a processingTime query after this many seconds (default: run until killed)")
+    o.add_argument("--timeout", type=float,
+                   help="stop the query after this many seconds, caught up or not (default: no limit; a processingTime query runs until killed)")
     o.add_argument("--option", action="append", default=[], metavar="NAME=VALUE", type=parse_option,
                    help="any other source option, repeatable (e.g. --option failOnDataLoss=false)")
     return p
@@ -117,29 +122,59 @@ def main(argv: list[str] | None = None) -> int:
 
     spark = SparkSession.builder.appName("pulsar-throttled-ingest").getOrCreate()
     try:
-        # An installed package registers "pulsar-throttled" by itself; registering explicitly also
-        # covers editable installs and notebook-scoped environments, where the discovery misses it.
-        spark.dataSource.register(PulsarThrottledDataSource)
+        register(spark, PulsarThrottledDataSource)
         reader = spark.readStream.format("pulsar-throttled")
         for key, value in source_options(args).items():
             reader = reader.option(key, value)
-        query = (reader.load().writeStream.format("parquet")
-                 .option("path", args.output).option("checkpointLocation", args.checkpoint)
-                 .trigger(**args.trigger).queryName("pulsar_throttled_ingest").start())
+        writer = (reader.load().writeStream.format("parquet").option("path", args.output)
+                  .option("checkpointLocation", args.checkpoint).queryName("pulsar_throttled_ingest"))
         print(f"Ingesting into {args.output} (checkpoint {args.checkpoint}, trigger {args.trigger})", flush=True)
-        try:
-            finished = query.awaitTermination(args.timeout) if args.timeout else query.awaitTermination()
-        finally:
-            if query.isActive:
-                query.stop()
-        if finished is False:
-            print(f"Stopped after --timeout {args.timeout:g} s.", flush=True)
-        progress = query.recentProgress
-        rows = sum(p["numInputRows"] for p in progress)
-        print(f"Done: {rows} messages in {len(progress)} micro-batches written to {args.output}", flush=True)
+        if args.trigger.get("availableNow"):
+            rows, batches = catch_up_backlog(writer, args.timeout)
+        else:
+            rows, batches = run_until_stopped(writer.trigger(**args.trigger).start(), args.timeout)
+        print(f"Done: {rows} messages in {batches} micro-batches written to {args.output}", flush=True)
     finally:
         spark.stop()
     return 0
+
+
+def register(spark, source) -> None:
+    """An installed package registers "pulsar-throttled" by itself; registering explicitly also covers
+    editable installs and notebook-scoped environments, where the discovery misses it. PySpark 4.0
+    refuses to register a name twice: there it is already registered."""
+    try:
+        spark.dataSource.register(source)
+    except Exception as error:
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(error):
+            raise
+
+
+def catch_up_backlog(writer, timeout: float | None) -> tuple[int, int]:
+    """Trigger.AvailableNow where PySpark has admission control for Python sources (4.2+), else a
+    processing-time trigger stopped once caught up: the same call on every Spark line."""
+    from pulsar_throttled_source.catch_up import CatchUpTimeout, catch_up
+
+    try:
+        result = catch_up(writer, timeout_s=timeout)
+    except CatchUpTimeout as stopped:
+        print(f"Stopped after --timeout {timeout:g} s, not caught up.", flush=True)
+        result = stopped.result
+    else:
+        print(f"Caught up ({result.trigger} trigger) in {result.seconds:.1f} s.", flush=True)
+    return result.rows, result.batches
+
+
+def run_until_stopped(query, timeout: float | None) -> tuple[int, int]:
+    try:
+        finished = query.awaitTermination(timeout) if timeout else query.awaitTermination()
+    finally:
+        if query.isActive:
+            query.stop()
+    if finished is False:
+        print(f"Stopped after --timeout {timeout:g} s.", flush=True)
+    progress = query.recentProgress
+    return sum(p["numInputRows"] for p in progress), len(progress)
 
 
 if __name__ == "__main__":

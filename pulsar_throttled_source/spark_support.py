@@ -2,17 +2,20 @@
 
 The source needs Python streaming data sources (PySpark 4.0+). PySpark 4.2 added admission control
 (ReadLimit, SupportsTriggerAvailableNow), used where present; on 4.0 and 4.1 (Databricks 17.3 LTS
-and 18.x LTS) processing-time triggers are throttled without it (stream_spark40). On an older
+and 18.x LTS) processing-time triggers are throttled without it (stream_spark40). Whether this PySpark
+has it is detected by feature, not from its version number: a vendor runtime may backport it. On an older
 PySpark importing the source would otherwise fail deep inside; worse, that failure inside Spark's
 auto-registration lookup would hide every other `pyspark_*` data source too.
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import re
+from functools import cache
 
 MINIMUM = (4, 0)
-ADMISSION_CONTROL = (4, 2)
 SUPPORTED = "PySpark 4.x (4.0 or newer: Python streaming data sources)"
 
 
@@ -35,9 +38,26 @@ def installed_version() -> str:
     return pyspark.__version__
 
 
-def has_admission_control(version: str | None = None) -> bool:
-    """True on PySpark 4.2+, whose Python streaming sources get a read limit and AvailableNow."""
-    return parse_version(version or installed_version()) >= ADMISSION_CONTROL
+@cache
+def has_admission_control() -> bool:
+    """True where PySpark gives Python streaming sources admission control (Apache Spark 4.2+, or a
+    runtime that backports it): a read limit passed to latestOffset, and Trigger.AvailableNow.
+
+    Detected by what Spark's Python streaming runner relies on: the module of the read limits and the
+    AvailableNow mixin (`pyspark.sql.streaming.datasource`), and the reader base's latestOffset taking
+    (start, limit), which is how the runner tells an admission-controlled reader from an old one."""
+    try:
+        datasource = importlib.import_module("pyspark.sql.datasource")
+        streaming = importlib.import_module("pyspark.sql.streaming.datasource")
+    except ImportError:
+        return False
+    if not all(hasattr(streaming, name) for name in ("ReadLimit", "ReadMaxRows", "SupportsTriggerAvailableNow")):
+        return False
+    try:
+        parameters = inspect.signature(datasource.DataSourceStreamReader.latestOffset).parameters
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return len(parameters) > 1  # more than self, as the runner checks (4.0/4.1: latestOffset(self))
 
 
 def check_spark(version: str | None = None) -> None:

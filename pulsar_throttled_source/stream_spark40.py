@@ -9,7 +9,7 @@ What these versions offer, measured on 4.0.5 and 4.1.4:
   - each later batch starts where the end this reader returned left off.
 So processing-time triggers are throttled, exactly once and restartable as on 4.2+. Trigger.AvailableNow
 and Trigger.Once call latestOffset() once and stop after that one batch: one quota's worth, not the
-whole backlog (a WARN says so).
+whole backlog (a WARN says so, naming catch_up.py: a processing-time trigger stopped once caught up).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 ONE_BATCH_TRIGGERS = (
     "PySpark {version} has no admission control for Python streaming sources: processing-time triggers are "
     "throttled, but Trigger.AvailableNow and Trigger.Once read one throttled micro-batch and stop (on 4.2+ "
-    "AvailableNow reads the whole backlog in throttled batches). Use a processing-time trigger to catch up.")
+    "AvailableNow reads the whole backlog in throttled batches). To catch up a backlog and stop, on every Spark "
+    "line: pulsar_throttled_source.catch_up.catch_up(writer), a processing-time trigger stopped once caught up.")
 
 
 def refuse_trigger_floor(options: SourceOptions) -> None:

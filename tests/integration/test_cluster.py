@@ -10,6 +10,7 @@ from collections import Counter
 import pytest
 from helpers import create_topic, produce
 from spark_services import BIN, python_errors, spark_env, start_standalone_cluster
+from test_catch_up import batch_rows
 from test_examples import EXAMPLES
 
 
@@ -44,8 +45,11 @@ def test_spark_submit_example_on_a_standalone_cluster(cluster, broker, admin, pu
     (tmp_path / "spark-submit.log").write_text(proc.stdout + proc.stderr)
     assert proc.returncode == 0, f"spark-submit failed, full log in {tmp_path / 'spark-submit.log'}:\n" + python_errors(proc.stderr)
     assert f"Done: {len(sent)} messages" in proc.stdout, proc.stdout[-2000:]
+    assert "Caught up (availableNow trigger)" in proc.stdout, proc.stdout[-2000:]  # 4.2+: Spark's own AvailableNow
     batches = int(proc.stdout.split(f"Done: {len(sent)} messages in ")[1].split()[0])
     assert batches >= 3, "60 entries per partition at 20 entries per period need at least 3 micro-batches"
+    rows = batch_rows(output)
+    assert len(rows) == batches and sum(rows.values()) == len(sent), rows
     assert "Asked to launch executor" in worker.log(), "the read tasks did not run on the cluster's worker"
 
     table = pq.read_table(output)  # _spark_metadata is skipped: names starting with '_' are ignored

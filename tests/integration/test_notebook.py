@@ -10,6 +10,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from pulsar_throttled_source.spark_support import has_admission_control
+
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
 KERNEL = "pulsar-throttled-venv"
 
@@ -50,6 +52,13 @@ def test_quickstart_notebook_runs_against_the_session_broker(broker, tmp_path, m
     # The batch-query cell reads the whole topic once: every message the notebook sent.
     inspected = next(text_of(c) for c in code if "Batch query:" in text_of(c))
     assert re.search(r"Batch query: 2000 messages in ", inspected), inspected
+    # The catch-up cell: the 1,000 messages sent after the watched run, in throttled micro-batches, then stopped.
+    caught = next(text_of(c) for c in code if "Caught up (" in text_of(c))
+    run = re.search(r"Caught up \((\w+) trigger\): (\d+) new messages in (\d+) micro-batches, largest (\d+) messages; "
+                    r"the query has stopped: True", caught)
+    assert run, caught
+    assert run.group(1) == ("availableNow" if has_admission_control() else "processingTime")
+    assert int(run.group(2)) == 1000 and int(run.group(3)) >= 2 and int(run.group(4)) <= 400  # 40 entries of 10 a batch
     images = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert images, "the plot cell shows no image"
     assert "stopped" in text_of(code[-1])

@@ -9,6 +9,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+import types
 from pathlib import Path
 
 import pytest
@@ -30,9 +31,55 @@ def test_other_versions_fail_naming_the_version_found_and_what_is_supported(vers
     assert f"PySpark {version}" in str(err.value) and "4.0 or newer" in str(err.value)
 
 
-@pytest.mark.parametrize(("version", "expected"), [("4.0.5", False), ("4.1.4", False), ("4.2.0", True), ("4.3.0", True)])
-def test_admission_control_is_used_from_4_2(version, expected):
-    assert has_admission_control(version) is expected
+@pytest.fixture
+def detect(monkeypatch):
+    """has_admission_control, asked afresh (it is cached), with PySpark's modules patched by the test."""
+    has_admission_control.cache_clear()
+    yield has_admission_control
+    has_admission_control.cache_clear()
+
+
+def fake_pyspark(monkeypatch, latest_offset, streaming: dict | None) -> None:
+    """PySpark's reader base with `latest_offset`; its streaming datasource module holding `streaming`
+    (None: no such module, as on 4.0/4.1)."""
+    base = types.ModuleType("pyspark.sql.datasource")
+    base.DataSourceStreamReader = type("DataSourceStreamReader", (), {"latestOffset": latest_offset})
+    monkeypatch.setitem(sys.modules, "pyspark.sql.datasource", base)
+    module = None if streaming is None else types.ModuleType("pyspark.sql.streaming.datasource")
+    for name, value in (streaming or {}).items():
+        setattr(module, name, value)
+    monkeypatch.setitem(sys.modules, "pyspark.sql.streaming.datasource", module)
+
+
+ADMISSION = {"ReadLimit": object, "ReadMaxRows": object, "SupportsTriggerAvailableNow": object}
+
+
+def test_admission_control_is_this_pysparks(detect):
+    import pyspark.sql.streaming.datasource  # noqa: F401  (the test venv's PySpark is 4.2+)
+
+    assert detect() is True
+
+
+def test_admission_control_is_detected_by_feature_whatever_the_version_says(detect, monkeypatch):
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "4.0.5")  # a runtime that backports it: still used
+    fake_pyspark(monkeypatch, lambda self, start, limit: {}, ADMISSION)
+    assert detect() is True
+
+
+@pytest.mark.parametrize(("latest_offset", "streaming", "why"), [
+    (lambda self: {}, None, "4.0/4.1: no read limits, latestOffset() without arguments"),
+    (lambda self, start, limit: {}, None, "no module of read limits"),
+    (lambda self: {}, ADMISSION, "read limits, but the runner's reader base takes none"),
+    (lambda self, start, limit: {}, {"ReadLimit": object, "ReadMaxRows": object}, "no AvailableNow mixin"),
+])
+def test_without_every_feature_there_is_no_admission_control(detect, monkeypatch, latest_offset, streaming, why):
+    import pyspark
+
+    monkeypatch.setattr(pyspark, "__version__", "4.3.0")  # the version number is not what decides
+    fake_pyspark(monkeypatch, latest_offset, streaming)
+    assert detect() is False, why
 
 
 def run(code: str, extra_path: Path | None = None) -> str:
