@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
-	$(PY) -m pip install -q -e '.[spark,test,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[spark,test,bench,plots]' --config-settings editable_mode=compat
 	# The native read path (readPath=auto uses it), built here with the C compiler (gcc); optional for users.
 	# Without a working C compiler: one NOTICE, and everything runs on the Python path (tools/native_build.py).
 	$(PY) -m tools.native_build

@@ -3,8 +3,9 @@
 Starts a real Pulsar broker (LocalBroker, in a temp dir), fills a 4-partition topic with a
 backlog, and reads it with a throttled streaming query: batch mode, a topic quota of
 --quota entries per second on each partition, a 1-second processing-time trigger. One line
-per micro-batch shows what was delivered against the quota; at the end a PNG plot of
-delivered-per-micro-batch against the quota is written to out/demo-throttling.png.
+per micro-batch shows what was delivered against the quota; at the end the package's plots helper
+(pulsar_throttled_source.plots) draws the query's progress (rows per micro-batch against the quota, each
+quota level's share of its window, lag in entries and seconds) into out/demo-throttling.png.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python examples/demo.py [--quota 25] [--duration 90]
 
@@ -88,39 +89,20 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} GB"
 
 
-def save_plot(rows: list[dict], quota_per_period: int, args: argparse.Namespace) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def save_plot(progress: list[str], args: argparse.Namespace) -> Path:
+    """The query's progress drawn by the package's plots helper (rows per micro-batch against the topic
+    quota in rows, each level's share of its window, lag in entries and seconds), saved as a PNG."""
+    from pulsar_throttled_source.plots import plot_progress
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    t = [r["t"] for r in rows]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    top.bar(t, [r["entries"] for r in rows], width=0.8, color="#4c72b0", label="entries delivered in the micro-batch")
-    top.axhline(quota_per_period, color="#c44e52", linestyle="--", linewidth=2,
-                label=f"topic quota: {args.partitions} partitions x {args.quota} entries / 1 s window")
-    top.set_ylabel("entries per micro-batch")
-    top.set_ylim(0, quota_per_period * 1.35)
-    top.legend(loc="upper right")
-    top.set_title(f"pulsar-throttled: {args.messages:,} messages ({args.per_entry} per entry) read at a quota "
-                  f"(batch mode, trigger 1 s)")
-    if len(rows) > 1 and rows[1]["t"] > 3:
-        top.annotate("first micro-batch: Spark starts its\nPython workers and reader clients", xy=(t[0], quota_per_period),
-                     xytext=(t[0] + 1.5, quota_per_period * 1.12), fontsize=9,
-                     arrowprops={"arrowstyle": "->", "color": "0.4"})
-    delivered = list(itertools.accumulate(r["entries"] for r in rows))
-    bottom.plot(t, delivered, color="#4c72b0", marker=".", label="entries delivered (cumulative)")
-    bottom.plot(t, [r["backlog"] for r in rows], color="#55a868", marker=".", label="backlog left (entries)")
-    bottom.set_xlabel("seconds since the first micro-batch")
-    bottom.set_ylabel("entries")
-    bottom.set_ylim(0, max(delivered[-1] + rows[-1]["backlog"], rows[0]["backlog"] + rows[0]["entries"]) * 1.1)
-    bottom.legend(loc="center right")
-    bottom.grid(alpha=0.3)
-    fig.tight_layout()
+    # Batch mode counts entries: the quota admits quota x partitions entries of per_entry messages a window.
+    quota_rows = args.quota * args.partitions * args.per_entry
+    fig = plot_progress(progress, quotas={f"topic quota: {args.partitions} partitions x {args.quota} entries x "
+                                          f"{args.per_entry} msgs": quota_rows},
+                        title=f"pulsar-throttled: {args.messages:,} messages ({args.per_entry} per entry) read at a "
+                              f"quota (batch mode, trigger 1 s)")
     fig.savefig(out, dpi=110)
-    plt.close(fig)
     return out
 
 
@@ -146,6 +128,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
 
         spark.dataSource.register(PulsarThrottledDataSource)  # also works from an editable install run elsewhere
         query = None
+        progress: list[str] = []
         try:
             df = (spark.readStream.format("pulsar-throttled")
                   .option("service.url", broker.service_url).option("admin.url", broker.admin_url)
@@ -170,11 +153,12 @@ def run(args: argparse.Namespace, work: Path) -> None:
             rows = poll_progress(query, counted, quota_per_period, args.duration)
         finally:
             if query is not None:
+                progress = [p.json for p in query.recentProgress]  # JSON: readable after Spark stops
                 query.stop()
             spark.stop()
     if not rows:
         raise SystemExit("No micro-batch completed; see the log above.")
-    png = save_plot(rows, quota_per_period, args)
+    png = save_plot(progress, args)
     over = [r["batch"] for r in rows if r["entries"] > quota_per_period]
     print(f"\n{sum(r['rows'] for r in rows):,} messages in {sum(r['entries'] for r in rows):,} entries over "
           f"{len(rows)} micro-batches; max per micro-batch {max(r['entries'] for r in rows)} entries "

@@ -1,8 +1,8 @@
 """Cached virtualenvs with the older PySpark lines the source supports without admission control
 (the newest 4.0.x and 4.1.x, as Databricks 17.3 LTS and 18.x LTS run them), for the compat tests.
 
-Each venv holds that PySpark and the package's runtime dependencies from pyproject.toml, never the
-package itself: the tests put the checkout on PYTHONPATH, so a cached venv always runs today's code.
+Each venv holds that PySpark, the package's runtime dependencies and its `plots` extra from pyproject.toml,
+and ipykernel (the notebook test runs a kernel in it), never the package itself: the tests put the checkout on PYTHONPATH, so a cached venv always runs today's code.
 Built once per machine (under ~/.cache, like the Pulsar jars); `make test` builds them before the
 tests, and the test fixture builds any that is missing. Run directly: python tests/compat_venvs.py
 """
@@ -23,11 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 VERSIONS = ("4.0.5", "4.1.4")  # the newest of each line on PyPI (2026-11)
 CACHE = Path.home() / ".cache" / "pulsar-throttled-source" / "compat"
 EXTRA = ["pandas>=2,<3"]  # PySpark's Arrow paths import pandas; 3.x is not supported by these lines
+NOTEBOOK = ["ipykernel>=6"]  # test_notebook.py runs the quickstart notebook in a kernel of each venv
 
 
 def requirements(version: str) -> list[str]:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return [f"pyspark=={version}", *deps, *EXTRA]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    plots = project["optional-dependencies"]["plots"]  # the notebook's plot cell
+    return [f"pyspark=={version}", *project["dependencies"], *plots, *EXTRA, *NOTEBOOK]
 
 
 def built_once(cache: Path, kind: str, what: list[str], build: Callable[[Path], None], label: str) -> Path:

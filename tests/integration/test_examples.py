@@ -52,12 +52,15 @@ def test_ingest_flags_map_to_documented_options():
 
 
 def test_demo_plot_and_entry_counting(tmp_path):
+    import json
+
     import pulsar
 
     demo = load_example("demo")
     mid = pulsar.MessageId(3, 17, 42, 5).serialize()
     assert demo.entry_of(mid) == (3, 17, 42)
-    rows = [{"batch": i, "t": float(i), "rows": 1000, "entries": 100, "bytes": 100_000, "backlog": 400 - 100 * i}
-            for i in range(5)]
-    png = demo.save_plot(rows, 100, demo.parse_args(["--out", str(tmp_path / "plot.png")]))
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # The demo keeps its query's recentProgress as JSON (a throttled query's, as tests/unit/test_plots.py reads it).
+    events = json.loads((ROOT / "tests" / "unit" / "progress_fixtures" / "pyspark-4.3.0.json").read_text())
+    args = demo.parse_args(["--out", str(tmp_path / "out" / "plot.png"), "--partitions", "2", "--quota", "5", "--per-entry", "1"])
+    png = demo.save_plot([json.dumps(e) for e in events], args)
+    assert png == tmp_path / "out" / "plot.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
