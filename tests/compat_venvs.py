@@ -1,7 +1,8 @@
 """Cached virtualenvs with the older PySpark lines the source supports without admission control
 (the newest 4.0.x and 4.1.x, as Databricks 17.3 LTS and 18.x LTS run them), for the compat tests.
 
-Each venv holds that PySpark and the package's runtime dependencies from pyproject.toml, never the
+Each venv holds that PySpark and the package's runtime dependencies from pyproject.toml (with the
+[metrics] extra's), never the
 package itself: the tests put the checkout on PYTHONPATH, so a cached venv always runs today's code.
 Built once per machine (under ~/.cache, like the Pulsar jars); `make test` builds them before the
 tests, and the test fixture builds any that is missing. Run directly: python tests/compat_venvs.py
@@ -26,8 +27,9 @@ EXTRA = ["pandas>=2,<3"]  # PySpark's Arrow paths import pandas; 3.x is not supp
 
 
 def requirements(version: str) -> list[str]:
-    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    return [f"pyspark=={version}", *deps, *EXTRA]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    # The [metrics] extra too: progress_job.py runs the metrics listener on these lines' progress events.
+    return [f"pyspark=={version}", *project["dependencies"], *project["optional-dependencies"]["metrics"], *EXTRA]
 
 
 def built_once(cache: Path, kind: str, what: list[str], build: Callable[[Path], None], label: str) -> Path:
