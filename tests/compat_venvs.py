@@ -1,8 +1,10 @@
 """Cached virtualenvs with the older PySpark lines the source supports without admission control
 (the newest 4.0.x and 4.1.x, as Databricks 17.3 LTS and 18.x LTS run them), for the compat tests.
 
-Each venv holds that PySpark, the package's runtime dependencies and its `plots` extra from pyproject.toml,
-and ipykernel (the notebook test runs a kernel in it), never the package itself: the tests put the checkout on PYTHONPATH, so a cached venv always runs today's code.
+Each venv holds that PySpark, the package's runtime dependencies, its `plots` extra (the notebook's plot cell)
+and `metrics` extra (progress_job.py runs the metrics listener) from pyproject.toml, and ipykernel (the notebook
+test runs a kernel in it), never the package itself: the tests put the checkout on PYTHONPATH, so a cached venv
+always runs today's code.
 Built once per machine (under ~/.cache, like the Pulsar jars); `make test` builds them before the
 tests, and the test fixture builds any that is missing. Run directly: python tests/compat_venvs.py
 """
@@ -28,8 +30,8 @@ NOTEBOOK = ["ipykernel>=6"]  # test_notebook.py runs the quickstart notebook in 
 
 def requirements(version: str) -> list[str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    plots = project["optional-dependencies"]["plots"]  # the notebook's plot cell
-    return [f"pyspark=={version}", *project["dependencies"], *plots, *EXTRA, *NOTEBOOK]
+    extras = project["optional-dependencies"]
+    return [f"pyspark=={version}", *project["dependencies"], *extras["plots"], *extras["metrics"], *EXTRA, *NOTEBOOK]
 
 
 def built_once(cache: Path, kind: str, what: list[str], build: Callable[[Path], None], label: str) -> Path:

@@ -1,6 +1,6 @@
 """Issue 39 on the Spark lines without reportLatestOffset: on 4.0.5 and 4.1.4 the source's report rides in the
 end offset, where the quickstart notebook's watch cell (run as it is) reads it; lag falls to 0, and a caught-up
-query left idle runs no batch and writes no offset. 4.3 (latestOffset): test_query_progress.py and the whole
+query left idle runs no batch and writes no offset; the metrics listener exports each event's lag. 4.3 (latestOffset): test_query_progress.py and the whole
 notebook in test_notebook.py. progress_job.py runs on 4.3 too (pass sys.executable) when checking by hand."""
 
 from __future__ import annotations
@@ -45,5 +45,9 @@ def test_the_notebook_watch_cell_reads_lag_and_throttle_state_on_4_0_and_4_1(bro
         idle = result["idle"]
         assert (idle["entriesBehindLatest"], idle["secondsBehindLatest"], idle["throttle"]["heldBy"]) == (0, 0.0, None), version
         assert result["idle_batches"] == result["idle_offsets"] == 0, (version, result)
+        # The metrics listener reads these lines' events (the report in the end offset) and exports each one's lag.
+        pairs = result["metric_pairs"]
+        assert pairs and all(reported == exported for reported, exported in pairs), (version, pairs)
+        assert pairs[0][0][0] > 0 and pairs[-1][0][0] == 0, (version, pairs)
         shown = json.loads(result["last_progress_json"])["sources"][0]
         assert shown["endOffset"]["progress"] == shown["latestOffset"]["progress"] == idle, (version, shown)

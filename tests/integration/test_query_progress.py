@@ -1,19 +1,28 @@
 """Issue 39: what the query progress says (planning/progress.py) against a real broker and Spark 4.3: lag
 that falls batch by batch to 0, a time lag that matches the publish times of the messages left, the
-quota level that holds partitions back named as the lowest one, and a caught-up query at 0 lag that
-runs no empty batches although its report changes with the clock. (4.0/4.1: test_progress_versions.py.)"""
+quota level that holds partitions back named as the lowest one, a caught-up query at 0 lag that
+runs no empty batches although its report changes with the clock, and the metrics listener's Prometheus
+endpoint showing each event's numbers. (4.0/4.1: test_progress_versions.py.)"""
 
 from __future__ import annotations
 
 import json
+import threading
 import time
+import urllib.request
+from collections import Counter
 from datetime import datetime, timezone
 
 import pulsar
 import pytest
 from helpers import create_topic, produce, wait_until
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+from pyspark.sql.streaming import StreamingQueryListener
 from streaming import Collected, source_options, start_collecting
 
+from pulsar_throttled_source.metrics import PulsarThrottleMetrics
+from pulsar_throttled_source.query_progress import source_report
 from pulsar_throttled_source.topics import TopicName
 
 PARTITIONS = 2
@@ -137,3 +146,93 @@ def test_the_level_named_as_holding_partitions_back_is_the_one_with_the_lowest_q
     assert throttle["levels"][level]["heldBack"] == PARTITIONS and throttle["levels"][level]["windowUsed"] == 1.0, throttle
     assert all(v["heldBack"] == 0 for k, v in throttle["levels"].items() if k != level), throttle
     assert throttle["floorHeld"] is False and throttle["readLimitHeld"] == 0
+
+
+def scrape(url: str) -> dict[tuple[str, frozenset], float]:
+    text = urllib.request.urlopen(url, timeout=10).read().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+class ScrapeAfterEach(StreamingQueryListener):
+    """Added after the metrics listener: Spark's listener bus calls listeners one after the other, in the
+    order added, on one thread, so each scrape shows what the metrics listener made of the same event."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.lock, self.seen = url, threading.Lock(), []
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = json.loads(event.progress.json)
+        scraped = scrape(self.url)
+        with self.lock:
+            self.seen.append((progress, scraped))
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+    def events(self) -> list[tuple[dict, dict]]:
+        with self.lock:
+            return list(self.seen)
+
+
+def test_the_metrics_listener_exports_the_numbers_of_every_progress_event(spark, broker, admin, pulsar_client, unique, tmp_path):
+    topic = create_topic(admin, f"progress-metrics-{unique}", PARTITIONS)
+    sent = produce(pulsar_client, topic, PARTITIONS * 10)  # 10 entries per partition: 2 batches at the quota
+    metrics = PulsarThrottleMetrics(port=0, addr="127.0.0.1", registry=CollectorRegistry())
+    url = f"http://127.0.0.1:{metrics.port}/metrics"
+    recorder = ScrapeAfterEach(url)
+    spark.streams.addListener(metrics)
+    spark.streams.addListener(recorder)
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch", progressPerPartition="true",
+                          dispatchThrottlingRatePerTopicInMsg=QUOTA, quotaStatePath=tmp_path / "quota.sqlite")
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="500 milliseconds")
+    try:
+        wait_until(lambda: any(p["numInputRows"] and source_report(p)["entriesBehindLatest"] == 0 for p, _ in recorder.events())
+                   or not q.isActive, 120, what="the batch that caught up, exported")
+    finally:
+        q.stop()
+        try:  # an ended query's series go
+            wait_until(lambda: not any(dict(labels)["query_id"] == q.id for _, labels in scrape(url)), 30, what="the series to go")
+        finally:
+            spark.streams.removeListener(recorder)
+            spark.streams.removeListener(metrics)
+            metrics.close()
+    assert q.exception() is None
+    assert Counter(bytes(r.value) for r in sink.rows) == Counter(s.payload for s in sent)
+
+    total, behind = 0.0, []
+    for progress, scraped in recorder.events():
+        report = source_report(progress)
+        if report is None:
+            continue  # no plan yet: nothing to export
+        query = {"query_id": progress["id"], "query_name": "", "source": "0"}
+
+        def exported(name: str, **labels: str) -> float | None:
+            return scraped.get((f"pulsar_throttled_{name}", frozenset({**query, **labels}.items())))
+
+        total += progress["sources"][0]["numInputRows"]
+        assert exported("batch_input_rows") == progress["sources"][0]["numInputRows"]
+        assert exported("input_rows_total") == total
+        for field, name in [("entriesBehindLatest", "entries_behind_latest"), ("maxEntriesBehindLatest", "max_entries_behind_latest"),
+                            ("avgEntriesBehindLatest", "avg_entries_behind_latest"), ("messagesBehindLatest", "messages_behind_latest"),
+                            ("secondsBehindLatest", "seconds_behind_latest"), ("partitions", "partitions"),
+                            ("partitionsBehind", "partitions_behind")]:
+            assert exported(name) == report[field], (field, progress["batchId"], report)
+        assert exported("topic_entries_behind_latest", topic=topic) == report["entriesBehindLatest"]
+        assert exported("read_path_info", read_path=report["readPath"]) == 1
+        assert exported("trigger_floor_held") == 0 and exported("read_limit_held_partitions") == 0
+        for level, values in report["throttle"]["levels"].items():
+            assert exported("level_held_back_partitions", level=level) == values["heldBack"]
+            assert exported("level_window_used_ratio", level=level) == values["windowUsed"]
+            assert exported("level_debt_messages", level=level) == values["debtMessages"]
+        if progress["numInputRows"]:
+            behind.append(exported("entries_behind_latest"))
+    # The lag falls batch by batch to 0, the topic level holding the partitions back until then.
+    assert behind == sorted(behind, reverse=True) and behind[-1] == 0 and behind[0] > 0, behind
+    assert total == len(sent)

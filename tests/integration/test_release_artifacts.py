@@ -45,6 +45,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
                                         "entry_estimates.py entry_headers.py entry_lookups.py entry_sizes.py layout.py policies.py "
                                         "broker_metrics.py publish_times.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
+    "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
     "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py spec.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py data_loss.py progress.py publish_rates.py read_limit.py "
                                         "start_positions.py task_ranges.py trigger_floor.py",
