@@ -318,3 +318,30 @@ def test_entry_lookup_of_a_read_task(stub_admin_api):
         assert _Scripted.seen[2][1].endswith("/t-partition-0/internalStats")
     finally:
         lookup.close()
+
+
+def test_a_partition_holding_its_planned_ledger_is_not_gone_after_one_request(stub_admin_api):
+    """A read task asks whether its partition was deleted before opening a reader: a partition whose internal
+    stats still list the range's first planned ledger is the one planned on (no metadata request: one request
+    per task, not two); one that lists only other ledgers (re-created by topic auto-creation) is gone when its
+    partitioned topic's metadata is."""
+    import json
+
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(_url(stub_admin_api), timeout_ms=2_000))
+    part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(4, 9), 20,
+                          config, ((3, 0, 10), (4, 0, 10)))
+
+    def stats(*ledgers: int) -> tuple[int, bytes]:
+        return 200, json.dumps({"ledgers": [{"ledgerId": ledger, "entries": 10, "size": 100} for ledger in ledgers]}).encode()
+
+    for answers, gone, asked in [([stats(3, 4)], False, ["/t-partition-0/internalStats"]),
+                                 ([stats(9), 404], True, ["/t-partition-0/internalStats", "/t/partitions"]),
+                                 ([stats(9), (200, b'{"partitions": 2}')], False, ["/t-partition-0/internalStats", "/t/partitions"])]:
+        _Scripted.seen.clear()
+        _Scripted.statuses = list(answers)
+        lookup = EntryLookup(part)
+        try:
+            assert lookup.partition_gone() is gone
+        finally:
+            lookup.close()
+        assert [path.split("?")[0].removeprefix("/admin/v2/persistent/public/default") for _, path in _Scripted.seen] == asked
