@@ -3,7 +3,8 @@ cluster's record in the quota store holds, the same file another Spark applicati
 
 from __future__ import annotations
 
-from test_planner import P0, FakeCatalog, FakeClock, layout, positions, reader, unlimited
+from builders import P0, layout, positions, reader, unlimited
+from fakes import FakeCatalog, FakeClock
 
 from pulsar_throttled_source.throttling.congestion import cluster_key
 from pulsar_throttled_source.throttling.store import MultiplierState, SqliteQuotaStore
