@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from helpers import EXAMPLES
 
 
 def load_example(name: str):

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 from helpers import create_topic, produce, wait_until
+from quota_windows import Batch, per_window_ok, planning_interval
 from redis_server import PASSWORD, redis_server
-from test_throttling import Batch, per_window_ok, planning_interval
 
 from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
