@@ -33,6 +33,9 @@ from quota_windows import (
     sharing_a_window,
 )
 
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.status_quota import quota_state
+from pulsar_throttled_source.throttling.buckets import topic_key
 from pulsar_throttled_source.topics import TopicName
 
 TRIGGER = {"processingTime": f"{PERIOD_S} second"}
@@ -492,7 +495,8 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
     sink = Sink("relative")
     query = None
     try:
-        time.sleep(2)  # a steady publish rate before the query starts
+        # A steady publish rate before the query starts: two seconds of it.
+        wait_until(lambda: len(publisher.acked) >= 2 * rate, 30, what="two seconds of publishing")
         query = start_query(spark, options(broker, tmp_path, topic, subscription="relative", throttlingMode="batch",
                                            relativeToPublishRate="true", dispatchThrottlingRatePerTopicInMsg=margin,
                                            metadataRefreshIntervalMs=300), tmp_path / "cp", sink)
@@ -501,7 +505,8 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
         wait_until(lambda: sink.total() >= preexisting + publisher.published_by(time.time() - 1.0), 120,
                    what="the query to catch up")
         caught_up = time.time()
-        time.sleep(6)  # and it stays caught up
+        seen = len(sink.snapshot())  # and it stays caught up, six triggers on
+        wait_until(lambda: len(sink.snapshot()) >= seen + 6, 60, what="six more batches")
     finally:
         if query is not None:
             stop(query, sink)
@@ -552,17 +557,21 @@ def test_auto_off_passes_small_bursts_and_throttles_a_large_backlog(spark, broke
     topic = create_topic(admin, f"throttle-autooff-{unique}", 0)
     [p] = partitions_of(topic, 0)
     sink = Sink("auto-off")
-    query = start_query(spark, options(broker, tmp_path, topic, subscription="autooff", throttlingMode="batch",
-                                       dispatchThrottlingRatePerTopicInMsg=quota,
-                                       dispatchThrottlingOnNonBacklogConsumerEnabled="false",
-                                       nonBacklogThresholdEntries=threshold), tmp_path / "cp", sink)
+    query_options = options(broker, tmp_path, topic, subscription="autooff", throttlingMode="batch",
+                            dispatchThrottlingRatePerTopicInMsg=quota, dispatchThrottlingOnNonBacklogConsumerEnabled="false",
+                            nonBacklogThresholdEntries=threshold)
+    query = start_query(spark, query_options, tmp_path / "cp", sink)
     try:
         wait_until(lambda: len(sink.snapshot()) >= 1, 120, what="the first (empty) batch")
         time.sleep(1.5)
         at_second_fraction(0.3)  # send between two trigger starts, so one planning sees all of it
         send_entries(pulsar_client, topic, burst, prefix="burst")
         wait_until(lambda: sink.total() >= burst, 60, what="the burst")
-        time.sleep(3)  # the burst's debt is paid back
+        # The burst's debt is paid back: the topic bucket, rolled to now, holds nothing used.
+        opts = parse_options({k.lower(): v for k, v in query_options.items()})
+        bucket = topic_key("options", p)
+        wait_until(lambda: quota_state(opts, None, [p], time.time()).get("buckets", {}).get(bucket, {}).get("usedMessages", 0) == 0,
+                   30, interval_s=0.05, what="the burst's debt to be paid back")
         at_second_fraction(0.3)
         send_entries(pulsar_client, topic, large, prefix="large")
         wait_until(lambda: sink.total() >= burst + large, 120, what="the large backlog")
