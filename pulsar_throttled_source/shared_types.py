@@ -67,6 +67,8 @@ class AdaptiveConfig:
     decrease: float = 0.5  # a fired signal: m <- m x (1 - decrease)
     increase: float = 0.05  # a window with no signal fired: m <- m + increase
     window_ms: int = 10_000  # one decision per window per cluster; windows are aligned to the epoch
+    trigger_interval_ms: int | None = None  # the query's trigger interval, for the batchDuration signal (None: off)
+    metrics_url: str | None = None  # the broker's Prometheus page, for the publishLatency signal (None: off)
 
     def __post_init__(self) -> None:
         if not 0 < self.min_multiplier <= 1:

@@ -20,6 +20,7 @@ from dataclasses import replace
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
+from .adaptive_throttle import AdaptiveThrottle
 from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
 from .metadata.catalog import PartitionCatalog
@@ -81,6 +82,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._cursor: DurableCursor | None = None
         self._rates = PublishRateTracker()
         self._entry_sizes: EntrySizes | None = None
+        self._adaptive = AdaptiveThrottle.of(options, clock, lambda: self.admin)
         self._progress = self._new_progress()
         self._admission = self._new_admission()
         self.data_loss = DataLossPolicy(options.subscription, options.durable_subscription, options.fail_on_data_loss)
@@ -96,7 +98,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         # Spark pickles this reader into every read task: ship options only, not the
         # driver's admin session, caches or quota engine (rebuilt lazily where needed).
         state = self.__dict__.copy()
-        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes", "_progress"):
+        for name in ("_admin", "_catalog", "_policies", "_engine", "_cursor", "_admission", "_entry_sizes", "_progress",
+                     "_adaptive"):
             state[name] = None
         state["_rates"] = PublishRateTracker()
         state["_last_planned"], state["_report"] = None, {}  # per partition: large at scale, unused by tasks
@@ -104,6 +107,7 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self._adaptive = AdaptiveThrottle.of(self.options, self._clock, lambda: self.admin)
         self._admission = self._new_admission()
         self._progress = self._new_progress()
 
@@ -130,12 +134,13 @@ class PulsarStreamReader(DataSourceStreamReader):
             needs_stats = o.throttled
             # Topics a pattern matches later must carry the schema type the query's columns decode.
             guard = TopicSchemaGuard(self.admin, self.value_schema).check if o.decode_schema else None
-            # Live publish counters only for quotas relative to the publish rate (the broker's may be).
-            live = o.uses_broker_quotas or any(r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
+            # Live publish counters only for quotas relative to the publish rate (the broker's may be), or for
+            # adaptiveThrottling's signal on other subscriptions' throttling counters.
+            live = o.uses_broker_quotas or o.adaptive is not None or any(r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
             self._catalog = PartitionCatalog(self.admin, o.topics, o.topics_pattern, o.pattern_namespace,
                                              o.metadata_refresh_ms, needs_stats, on_topics=guard,
                                              stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0,
-                                             in_background=True)
+                                             in_background=True, own_subscription=o.subscription)
         return self._catalog
 
     @property
@@ -146,19 +151,15 @@ class PulsarStreamReader(DataSourceStreamReader):
             assert self._query_id is not None, "the query's identity is known before its first plan"
             quota = replace(self.options.quota, query_id=self._query_id)
             store = open_quota_store(self.options.quota_store_url, self.options.quota_state_path)
-            multiplier = None
-            if self.options.adaptive is not None:
-                from .throttling.controller import CongestionController
-
-                # No stress signals yet (issue 40's next step): m climbs to 1 and the quotas apply as configured.
-                multiplier = CongestionController(self.options.adaptive, self.options.admin_url, store, (), self._clock).multiplier
-            self._engine = QuotaEngine(quota, store, self._clock, multiplier)
+            adaptive = self._adaptive
+            self._engine = QuotaEngine(quota, store, self._clock, adaptive.multiplier(store) if adaptive else None,
+                                       adaptive.note if adaptive else None)
         return self._engine
 
     @property
     def entry_sizes(self) -> EntrySizes:
         if self._entry_sizes is None:
-            self._entry_sizes = EntrySizes(self.admin)
+            self._entry_sizes = EntrySizes(self.admin, latency=self._adaptive.lookup_latency if self._adaptive else None)
         return self._entry_sizes
 
     @property
@@ -213,6 +214,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         snap = self.catalog.snapshot()
         if snap.stats:
             self._rates.update(snap)
+        if self._adaptive is not None:
+            self._adaptive.plan_started(snap)
         starts = self.data_loss.drop_gone_partitions(given, snap)
 
         backlogs = {}
@@ -245,11 +248,14 @@ class PulsarStreamReader(DataSourceStreamReader):
             # A batch that ends a closed ledger ends "before the next one" (only when it moved:
             # an unchanged offset must stay equal, or Spark would run an empty batch).
             end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
-        self._report = self._progress.report(snap, end, self._admission.outcome)
+        self._report = self._progress.report(snap, end, self._admission.outcome,
+                                             self._adaptive.report() if self._adaptive else None)
         if end == given:
             return start  # unchanged: no new batch (and its report, on 4.0/4.1, the one it was planned with)
         if self._floor is not None:
             self._floor.batch_planned()
+        if self._adaptive is not None:
+            self._adaptive.batch_planned()
         # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
         # retention deletes the ledger, a restart proves from it that nothing unread went with it.
         next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}

@@ -37,6 +37,11 @@ class TopicAdmin(PulsarAdmin):
         self.call("POST", f"{topic.rest_path}/subscriptionDispatchRate", f"setting the subscription dispatch rate of {topic}",
                   json=_full_rate(rate))
 
+    def set_subscription_level_dispatch_rate(self, topic: TopicName, subscription: str, rate: dict[str, Any]) -> None:
+        """One subscription's own dispatch rate (a topic policy for that subscription alone, not the others)."""
+        self.call("POST", f"{topic.rest_path}/{subscription}/dispatchRate",
+                  f"setting the dispatch rate of subscription {subscription} of {topic}", json=_full_rate(rate))
+
     def remove_dispatch_rate(self, topic: TopicName) -> None:
         self.call("DELETE", f"{topic.rest_path}/dispatchRate", f"removing the dispatch rate of {topic}")
 

@@ -152,6 +152,17 @@ class AdminHttp:
         self._answered = True
         return result
 
+    def get_text(self, url: str, what: str) -> str:
+        """GET a page of the broker's web service beside the admin API (its Prometheus /metrics), with this session's
+        credentials and TLS; one attempt, no retries (a caller that cannot read it goes on without). Raises AdminError."""
+        try:
+            resp = self._session.get(url, timeout=self.timeout_s, verify=self._verify)
+        except (AuthenticationFailed, requests.exceptions.RequestException) as e:
+            raise AdminError(f"Cannot read {url} while {what} ({type(e).__name__})") from None
+        if resp.status_code >= 400:
+            raise AdminError(f"{url} answered HTTP {resp.status_code} while {what}")
+        return resp.text
+
     def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
                    expect: str | type | None, api: str) -> Any:
         url = f"{self.base}/admin/{api}/{path}"

@@ -23,6 +23,7 @@ from .admin import PulsarAdmin
 from .admin_http import TopicNotFound, TransactionsDisabled
 from .background_refresh import BackgroundRefresh
 from .layout import PartitionLayout
+from .stress_readings import BrokerStress, pending_adds, throttled_events
 
 log = logging.getLogger(__name__)
 SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")
@@ -49,6 +50,9 @@ class CatalogSnapshot:
     # partition -> last entry the broker dispatches now (an open transaction holds back what follows)
     max_read: dict[str, EntryPosition] = field(default_factory=dict)
     stats_at: float = 0.0  # when `stats` were fetched (they may be older than the layouts)
+    # partition -> congestion counters (adaptiveThrottling's signals): pending adds of this refresh, and the
+    # throttling counters of the last stats fetched
+    stress: dict[str, BrokerStress] = field(default_factory=dict)
 
     def readable_end(self, partition: str) -> EntryPosition:
         """The newest entry planning may include: the latest, or the max read position before it."""
@@ -62,8 +66,9 @@ class PartitionCatalog:
                  pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
                  clock: Callable[[], float] = time.monotonic,
                  on_topics: Callable[[list[TopicName]], None] | None = None, stats_refresh_s: float = 0.0,
-                 in_background: bool = False) -> None:
+                 in_background: bool = False, own_subscription: str | None = None) -> None:
         self._admin = admin
+        self._own_subscription = own_subscription  # left out of the others' throttling counters
         self._topics = topics
         self._pattern = pattern
         self._namespace = pattern_namespace
@@ -75,6 +80,7 @@ class PartitionCatalog:
         self._stats_refresh_s = stats_refresh_s
         self._stats: dict[str, PublishStats] = {}
         self._stats_at = 0.0
+        self._throttled: dict[str, int | None] = {}  # the others' throttling counters, with the last stats fetched
         self._clock = clock
         self._on_topics = on_topics  # sees each refresh's topics before any is planned, after their layouts (schema checks)
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
@@ -108,6 +114,8 @@ class PartitionCatalog:
             # a producer connecting in between wrote entries of a schema never checked).
             self._on_topics(topics)
         open_transactions: dict[str, int | None] = {}
+        pending: dict[str, int] = {}
+        throttled: dict[str, int | None] = {}
         for topic, outcome in zip(topics, outcomes, strict=True):
             if isinstance(outcome, TopicNotFound):
                 if topic not in self._seen and self._pattern is None:
@@ -119,13 +127,16 @@ class PartitionCatalog:
             layouts.update(outcome[0])
             stats.update(outcome[1])
             open_transactions.update(outcome[2])
+            pending.update(outcome[3])
+            throttled.update(outcome[4])
             self._seen.add(topic)
         ordered = {p: layouts[p] for p in sorted(layouts, key=partition_sort_key)}
         self._built = ordered  # the next refresh reuses the layouts of partitions that did not move
         if with_stats:
-            self._stats, self._stats_at = stats, now
+            self._stats, self._stats_at, self._throttled = stats, now, throttled
+        stress = {p: BrokerStress(pending[p], self._throttled.get(p)) for p in ordered if p in pending}
         return CatalogSnapshot(now, ordered, self._stats, self._max_read_positions(ordered, open_transactions),
-                               self._stats_at)
+                               self._stats_at, stress)
 
     def _each(self, fetch: Callable[[T], R], items: Sequence[T]) -> list[R | TopicNotFound]:
         """fetch(item) for each item, CONCURRENT_REQUESTS at a time, in order; a TopicNotFound is
@@ -183,12 +194,16 @@ class PartitionCatalog:
         return known is None or layout.latest > known
 
     def _fetch_topic(self, topic: TopicName, with_stats: bool, with_txn_counts: bool
-                     ) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats], dict[str, int | None]]:
+                     ) -> tuple[dict[str, PartitionLayout], dict[str, PublishStats], dict[str, int | None],
+                                dict[str, int], dict[str, int | None]]:
         """The topic's partition layouts, then (asked after them) its publish stats and, where entries
-        lie past a known max read position, its open transactions per partition."""
+        lie past a known max read position, its open transactions per partition; and the congestion
+        counters both carry (pending adds, the other subscriptions' throttling counters)."""
         layouts: dict[str, PartitionLayout] = {}
         stats: dict[str, PublishStats] = {}
         open_transactions: dict[str, int | None] = {}
+        pending: dict[str, int] = {}
+        throttled: dict[str, int | None] = {}
         partitioned = self._partitioned.get(topic)
         if partitioned is None:
             partitioned = self._admin.partition_count(topic) > 0
@@ -197,9 +212,11 @@ class PartitionCatalog:
             # One request for every partition's ledgers; new partitions appear here too.
             for name, internal in self._admin.partitioned_internal_stats(topic).items():
                 layouts[name] = PartitionLayout.from_internal_stats(name, internal, self._built.get(name))
+                pending[name] = pending_adds(internal)
         else:
-            layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), self._admin.internal_stats(topic),
-                                                                      self._built.get(str(topic)))
+            internal = self._admin.internal_stats(topic)
+            layouts[str(topic)] = PartitionLayout.from_internal_stats(str(topic), internal, self._built.get(str(topic)))
+            pending[str(topic)] = pending_adds(internal)
         # An idle topic's open transactions are not asked: nothing of it waits for a max read position.
         with_txn_counts = with_txn_counts and any(self._past_max_read(name, layout) for name, layout in layouts.items())
         topic_stats: dict[str, dict] = {}
@@ -208,9 +225,10 @@ class PartitionCatalog:
         for name, s in topic_stats.items():
             if with_stats:
                 stats[name] = _publish_stats(s)
+                throttled[name] = throttled_events(s, self._own_subscription)
             if with_txn_counts:
                 open_transactions[name] = _open_transactions(s)
-        return layouts, stats, open_transactions
+        return layouts, stats, open_transactions, pending, throttled
 
 
 def _publish_stats(s: dict) -> PublishStats:

@@ -31,6 +31,7 @@ from ..positions import BEFORE_EARLIEST
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
 from .layout import Backlog
+from .stress_readings import LatencySamples
 
 if TYPE_CHECKING:
     from .admin import PulsarAdmin
@@ -78,8 +79,10 @@ class EntryLookups:
     """Per partition, the entries known (answered) and pending (asked, not yet answered)."""
 
     def __init__(self, admin: PulsarAdmin, wait_s: float = LOOKUP_WAIT_S, clock: Callable[[], float] = time.monotonic,
-                 waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool) -> None:
+                 waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool,
+                 latency: LatencySamples | None = None) -> None:
         self._admin = admin
+        self._latency = latency  # adaptiveThrottling: each lookup's duration, a sign of the bookies' load
         self._wait_s = wait_s
         self._clock = clock
         self._waiter = waiter
@@ -165,7 +168,20 @@ class EntryLookups:
     def _submit(self, topic: TopicName, position: Position) -> Future[Headers]:
         if self._pool is None:
             self._pool = self._new_pool()
-        return self._pool.submit(self._admin.entry_headers, topic, *position)
+        if self._latency is None:
+            return self._pool.submit(self._admin.entry_headers, topic, *position)
+        return self._pool.submit(self._timed_lookup, topic, position)
+
+    def _timed_lookup(self, topic: TopicName, position: Position) -> Headers:
+        assert self._latency is not None
+        began = time.monotonic()  # the real clock: the broker's latency, whatever clock plans run on
+        try:
+            headers = self._admin.entry_headers(topic, *position)
+        except Exception:
+            self._latency.failed()
+            raise
+        self._latency.record(time.monotonic() - began)
+        return headers
 
 
 def position_at(backlog: Backlog, index: int) -> Position:

@@ -30,6 +30,7 @@ from ..entry_values import EntryValues, LearnedEntries, LearnEntries
 from .entry_estimates import EntryEstimates
 from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Position, Waiter, lookup_pool, position_at, wait_for_answer
 from .layout import Backlog
+from .stress_readings import LatencySamples
 from .uniform_batching import AlikeStretches
 from .window_pricing import EXACT_AHEAD, PricedWindow, price_window, spread
 
@@ -44,8 +45,9 @@ class EntrySizes:
     entry_lookups)."""
 
     def __init__(self, admin: PulsarAdmin, wait_s: float = LOOKUP_WAIT_S, clock: Callable[[], float] = time.monotonic,
-                 waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool) -> None:
-        self._lookups = EntryLookups(admin, wait_s, clock, waiter, pool)
+                 waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool,
+                 latency: LatencySamples | None = None) -> None:
+        self._lookups = EntryLookups(admin, wait_s, clock, waiter, pool, latency)
         self._estimates = EntryEstimates(self._lookups, clock)
         self._alike = AlikeStretches()  # stretches of alike entries, priced from a few of them
         self._asked: dict[str, tuple[float, float]] = {}  # what each partition's quotas asked for last

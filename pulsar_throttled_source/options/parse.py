@@ -6,6 +6,7 @@ small functions below. Checks run in a fixed order, so the first error reported 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Mapping
@@ -233,7 +234,7 @@ def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) ->
 
 
 ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
-                  "adaptiveThrottlingWindow")
+                  "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval", "adaptiveThrottlingMetricsUrl")
 
 
 def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
@@ -242,7 +243,10 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
     config = AdaptiveConfig(min_multiplier=values.number(opts, "adaptiveThrottlingMinPercent") / 100,
                             decrease=values.number(opts, "adaptiveThrottlingDecreasePercent") / 100,
                             increase=values.number(opts, "adaptiveThrottlingIncreasePercent") / 100,
-                            window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"))
+                            window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"),
+                            trigger_interval_ms=(values.duration_ms(opts, "adaptiveThrottlingTriggerInterval")
+                                                 if values.is_set(opts, "adaptiveThrottlingTriggerInterval") else None),
+                            metrics_url=metrics_url(opts))
     if not values.flag(opts, "adaptiveThrottling"):
         stray = [name for name in ADAPTIVE_KNOBS if values.is_set(opts, name)]
         if stray:
@@ -253,6 +257,17 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
         raise ValueError("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set; set a "
                          "dispatchThrottlingRate* option (the ceiling) or quotaSource=broker|both, or remove adaptiveThrottling.")
     return config
+
+
+def metrics_url(opts: Opts) -> str | None:
+    """adaptiveThrottlingMetricsUrl, checked; its parser (prometheus-client) is an extra: missing, a clear error now."""
+    if not values.is_set(opts, "adaptiveThrottlingMetricsUrl"):
+        return None
+    url = values.url(opts, "adaptiveThrottlingMetricsUrl")
+    if importlib.util.find_spec("prometheus_client") is None:
+        raise ValueError("Option 'adaptiveThrottlingMetricsUrl' needs the prometheus-client package to read the broker's "
+                         "metrics: pip install 'pulsar-throttled-source[adaptive]', or remove the option.")
+    return url
 
 
 def durable_subscription(opts: Opts) -> bool:

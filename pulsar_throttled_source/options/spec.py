@@ -132,7 +132,8 @@ SPECS: tuple[OptionSpec, ...] = (
           "Experimental (issue 40): the quotas become ceilings and the source admits m x each of them, m moved in "
           "[adaptiveThrottlingMinPercent %, 100 %] by a congestion controller once per adaptiveThrottlingWindow, shared "
           "through the quota store by every query naming the same admin.url (docs/THROTTLING.md, \"Adaptive throttling\"). "
-          "Needs a quota to scale. Not yet wired to stress signals: m stays at its ceiling."),
+          "Needs a quota to scale. Signals: entry lookup latency, pending adds, other subscriptions throttled, batch "
+          "duration with adaptiveThrottlingTriggerInterval, publish latency with adaptiveThrottlingMetricsUrl."),
     _percent("adaptiveThrottlingMinPercent", 10, 1, 100,
              "With adaptiveThrottling: the floor of m, in percent of the quotas; the source never admits less."),
     _percent("adaptiveThrottlingDecreasePercent", 50, 1, 99,
@@ -144,6 +145,15 @@ SPECS: tuple[OptionSpec, ...] = (
                "With adaptiveThrottling: the controller's window (one decision per window and cluster, epoch aligned); "
                "milliseconds, or a number and a unit ms, s, m, min, h, d.",
                expected="a positive duration: milliseconds (e.g. 10000), or a number and a unit ms, s, m, min, h, d (e.g. 10s)"),
+    OptionSpec("adaptiveThrottlingTriggerInterval", "duration", None,
+               "With adaptiveThrottling: the query's ProcessingTime trigger interval (Spark does not tell a source); when "
+               "set, batches taking over 1.25 x it are a stress signal (batchDuration). Unset: that signal is off.",
+               expected="a positive duration: milliseconds (e.g. 5000), or a number and a unit ms, s, m, min, h, d (e.g. 5s)"),
+    OptionSpec("adaptiveThrottlingMetricsUrl", "url", None,
+               "With adaptiveThrottling: the broker's Prometheus metrics page (e.g. http://broker:8080/metrics/), read once "
+               "per window with the admin API's credentials; its publish latency (pulsar_storage_write_latency_le_*) is then "
+               "a stress signal (publishLatency). Needs the adaptive extra (prometheus-client).",
+               allowed=("http", "https")),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
     OptionSpec("quotaStore", "store", None,

@@ -7,7 +7,11 @@ every Spark line (where each line shows it: README, "Query progress"):
      "secondsBehindLatest": 4.2, "partitions": 2, "partitionsBehind": 2,
      "throttle": {"heldBy": "topic", "floorHeld": false, "readLimitHeld": 0,
                   "levels": {"topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0, "debtBytes": 0}}},
-     "readPath": "native"}
+     "readPath": "native",
+     "adaptive": {"multiplier": 0.5, "verdict": "decrease", "fired": ["pendingAdds"], "unreadable": [],
+                  "windowStartMs": 1764150000000,
+                  "ceiling": {"topic": {"messages": 1000, "bytes": null, "periodSeconds": 1,
+                                        "relativeToPublishRate": false}, "brokerPolicies": false}}}
 
 - lag counts the entries after the batch's end up to the newest readable entry of each partition
   (total, max and average over the partitions read, as Kafka's offsetsBehindLatest); messages are
@@ -18,7 +22,12 @@ every Spark line (where each line shows it: README, "Query progress"):
   bucket's window used (0..1), and the debt its buckets carry into later windows; heldBy names the
   level that held back the most partitions (null: none); floorHeld: minEntriesPerTrigger held the
   batch; readLimitHeld: partitions maxEntriesPerTrigger cut;
-- "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag.
+- "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag;
+- "adaptive" (option adaptiveThrottling only, from the first decision on): the multiplier m the quotas are scaled
+  by in the current controller window, the window's verdict (decrease, hold, increase), the stress signals that
+  fired (lookupLatency, pendingAdds, othersThrottled, batchDuration, publishLatency) and those that could not be read, the window's
+  start (epoch ms), and the ceilings m scales (each option level set; brokerPolicies: the broker's dispatch-rate
+  policies are ceilings too). Built by adaptive_throttle.py.
 
 progress_report is pure: the caller gives the lags, the publish times it knows and the clock's now.
 """
@@ -69,7 +78,8 @@ class ProgressReports:
         self._last: tuple[CatalogSnapshot, Mapping[str, EntryPosition], Lags] | None = None
         self.read_path = "python"  # as the driver's environment resolves it (see reading/read_path.py)
 
-    def report(self, snap: CatalogSnapshot, end: Mapping[str, EntryPosition], outcome: TriggerOutcome) -> dict[str, Any]:
+    def report(self, snap: CatalogSnapshot, end: Mapping[str, EntryPosition], outcome: TriggerOutcome,
+               adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
         if self._lookups is None:
             self._lookups = self._new_lookups()
         if self._last is not None and self._last[0] is snap and self._last[1] == end:
@@ -78,7 +88,10 @@ class ProgressReports:
             lags = partition_lags(snap, end)
             self._last = (snap, dict(end), lags)
         times = self._lookups.publish_times(lags.behind)
-        return progress_report(snap, lags, times, self._clock(), outcome, self.read_path, self._per_partition)
+        report = progress_report(snap, lags, times, self._clock(), outcome, self.read_path, self._per_partition)
+        if adaptive is not None:
+            report["adaptive"] = adaptive
+        return report
 
     def close(self) -> None:
         if self._lookups is not None:

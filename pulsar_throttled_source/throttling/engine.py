@@ -37,12 +37,13 @@ PURGE_EVERY_S = 3600
 class QuotaEngine:
     def __init__(
         self, config: QuotaConfig, store: QuotaStore, clock: Callable[[], float] = time.time,
-        multiplier: Callable[[], float] | None = None,
+        multiplier: Callable[[], float] | None = None, multiplier_note: Callable[[], str] | None = None,
     ) -> None:
         self.config = config
         self._store = store
         self._clock = clock
         self._multiplier = multiplier  # None: the quotas as configured (adaptiveThrottling off)
+        self._multiplier_note = multiplier_note  # what the summary line says of m (which signal fired)
         self._publish_rates = SmoothedPublishRates()  # relative rates
         self._cursor = RotatingCursor()
         self._last_levels: list[LevelReport] = []
@@ -145,7 +146,9 @@ class QuotaEngine:
         Totals and reasons come from ``admissions``; the per-level charges describe the most
         recent ``plan()`` call.
         """
-        return summary_line(self.config, admissions, self._last_levels)
+        line = summary_line(self.config, admissions, self._last_levels)
+        note = self._multiplier_note() if self._multiplier_note is not None else ""
+        return f"{line}; {note}" if note else line
 
     def _source_spec(self, demands: Sequence[PartitionDemand], now: float) -> BucketSpec | None:
         source = self.config.source

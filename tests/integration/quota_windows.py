@@ -1,7 +1,8 @@
 """What a foreachBatch sink received per micro-batch of a throttled query, and the quota window each
 batch was planned in: quota windows are epoch aligned, so a batch is attributed to the window(s) its
 planning may have run in (from the query progress: trigger start .. end of latestOffset), and the
-checks are on entries/messages/bytes per micro-batch and per window, never on wall-clock speed."""
+checks are on entries/messages/bytes per micro-batch and per window, never on wall-clock speed. Also how
+the throttling tests start and stop such a query and send it entries."""
 
 from __future__ import annotations
 
@@ -13,10 +14,12 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pulsar
 
 PERIOD_S = 1
+TRIGGER = {"processingTime": f"{PERIOD_S} second"}
 
 
 @dataclass
@@ -150,3 +153,44 @@ def planned_batches(query) -> dict[int, dict]:
     return {int(p["batchId"]): p for p in query.recentProgress if "addBatch" in (p["durationMs"] or {})}
 
 
+def options(broker, tmp_path: Path, topic: str, **extra) -> dict[str, str]:
+    opts = {
+        "service.url": broker.service_url,
+        "admin.url": broker.admin_url,
+        "topic": topic,
+        "startingOffsets": "earliest",
+        "quotaStatePath": str(tmp_path / "quota.sqlite"),
+        "metadataRefreshIntervalMs": "400",
+    }
+    opts.update({k: str(v) for k, v in extra.items()})
+    return opts
+
+
+def start_query(spark, opts: dict[str, str], checkpoint: Path, sink: Sink, trigger: dict | None = None):
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return (reader.load().writeStream.foreachBatch(sink).trigger(**(trigger or TRIGGER))
+            .option("checkpointLocation", str(checkpoint)).start())
+
+
+def stop(query, sink: Sink) -> None:
+    # Let the progress of the last batch the sink saw be recorded (it holds its planning time).
+    last = max((b.batch_id for b in sink.snapshot()), default=-1)
+    deadline = time.monotonic() + 10
+    while query.isActive and last not in planned_batches(query) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    query.stop()
+    sink.attach_progress(query)
+
+
+def send_entries(client: pulsar.Client, topic: str, n: int, prefix: str = "b", payload_size: int = 0) -> None:
+    """n non-batched messages (n entries) sent as one quick burst."""
+    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
+    errors = []
+    for i in range(n):
+        body = f"{prefix}-{i}".encode().ljust(payload_size, b".")
+        producer.send_async(body, lambda res, _mid: errors.append(res) if res != pulsar.Result.Ok else None)
+    producer.flush()
+    producer.close()
+    assert not errors, errors

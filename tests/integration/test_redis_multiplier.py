@@ -36,3 +36,30 @@ def test_multiplier_round_trips_expires_and_a_failed_transaction_writes_nothing(
     assert apply(restarted, 2 * W, "increase") == MultiplierState(2 * W, 0.5, "increase", 0.55)
     ttl = redis.Redis.from_url(redis_url).ttl("multiplier-rt:multiplier:" + CLUSTER)
     assert BUCKET_TTL_S - 60 < ttl <= BUCKET_TTL_S
+
+
+def test_two_planners_back_off_together_on_one_planners_stress_signal(redis_url: str) -> None:
+    """Two applications on two hosts (two connections) with real stress signals on a fake clock: only the first sees
+    the producers' pain (pending adds); both apply the cluster's m from the next window on, and climb back together."""
+    from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
+    from pulsar_throttled_source.metadata.stress_readings import BrokerStress
+    from pulsar_throttled_source.shared_types import AdaptiveConfig
+    from pulsar_throttled_source.throttling.controller import CongestionController
+    from pulsar_throttled_source.throttling.signals import PendingAddsSignal
+
+    now = [3_000_000.0]
+    config = AdaptiveConfig()
+    stressed, calm = PendingAddsSignal(), PendingAddsSignal()
+    first = CongestionController(config, CLUSTER, RedisQuotaStore(redis_url, prefix="multiplier-signals:"), [stressed],
+                                 lambda: now[0])
+    second = CongestionController(config, CLUSTER, RedisQuotaStore(redis_url, prefix="multiplier-signals:"), [calm],
+                                  lambda: now[0])
+    partition = "persistent://public/default/t"
+    stressed.observe(CatalogSnapshot(now[0], {}, {}, {}, now[0], {partition: BrokerStress(40)}))
+    calm.observe(CatalogSnapshot(now[0], {}, {}, {}, now[0], {partition: BrokerStress(0)}))
+    # The second decides first and keeps its m for the window; the first's decrease is the window's, and reaches the
+    # second at its next window, which starts from it.
+    assert (second.multiplier(), first.multiplier()) == (1.0, 0.5)
+    assert first.last is not None and first.last.fired() == ["pendingAdds"]
+    now[0] += 10
+    assert (first.multiplier(), second.multiplier()) == (0.55, 0.55)

@@ -39,12 +39,12 @@ REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source
 # added here; a development tool (like local_broker/ or tools/) stays out of the wheel (pyproject.toml).
 RUNTIME_FILES = {
     "": "pyspark_pulsar_throttled.py",
-    "pulsar_throttled_source": "__init__.py batch.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py "
+    "pulsar_throttled_source": "__init__.py adaptive_throttle.py batch.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py "
                                "offsets.py positions.py protobuf_wire.py py.typed query_progress.py read_task.py retry.py shared_types.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
                                         "entry_estimates.py entry_headers.py entry_lookups.py entry_sizes.py layout.py policies.py "
-                                        "publish_times.py service_tls.py uniform_batching.py window_pricing.py",
+                                        "broker_metrics.py publish_times.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py spec.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py data_loss.py progress.py publish_rates.py read_limit.py "
                                         "start_positions.py task_ranges.py trigger_floor.py",
@@ -54,7 +54,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
     "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py estimators.py headroom.py model.py "
-                                          "redis_store.py report.py store.py store_factory.py",
+                                          "redis_store.py report.py signals.py store.py store_factory.py",
 }
 ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "top_level.txt", "licenses/LICENSE", "licenses/NOTICE"}

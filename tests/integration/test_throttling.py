@@ -25,20 +25,22 @@ from quota_windows import (
     PERIOD_S,
     Batch,
     Sink,
+    options,
     per_window_ok,
     placements,
     planned_batches,
     planning_interval,
+    send_entries,
     shares_no_window,
     sharing_a_window,
+    start_query,
+    stop,
 )
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.status_quota import quota_state
 from pulsar_throttled_source.throttling.buckets import topic_key
 from pulsar_throttled_source.topics import TopicName
-
-TRIGGER = {"processingTime": f"{PERIOD_S} second"}
 
 # The shared backlog of tests 1, 2 and 4: 2 partitions, 10 messages per entry.
 BACKLOG_PARTITIONS = 2
@@ -51,52 +53,9 @@ BACKLOG_MSGS = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
 # Starting queries
 
 
-def options(broker, tmp_path: Path, topic: str, **extra) -> dict[str, str]:
-    opts = {
-        "service.url": broker.service_url,
-        "admin.url": broker.admin_url,
-        "topic": topic,
-        "startingOffsets": "earliest",
-        "quotaStatePath": str(tmp_path / "quota.sqlite"),
-        "metadataRefreshIntervalMs": "400",
-    }
-    opts.update({k: str(v) for k, v in extra.items()})
-    return opts
-
-
-def start_query(spark, opts: dict[str, str], checkpoint: Path, sink: Sink, trigger: dict | None = None):
-    reader = spark.readStream.format("pulsar-throttled")
-    for k, v in opts.items():
-        reader = reader.option(k, v)
-    return (reader.load().writeStream.foreachBatch(sink).trigger(**(trigger or TRIGGER))
-            .option("checkpointLocation", str(checkpoint)).start())
-
-
-def stop(query, sink: Sink) -> None:
-    # Let the progress of the last batch the sink saw be recorded (it holds its planning time).
-    last = max((b.batch_id for b in sink.snapshot()), default=-1)
-    deadline = time.monotonic() + 10
-    while query.isActive and last not in planned_batches(query) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
-    sink.attach_progress(query)
-
-
 def partitions_of(topic: str, n: int) -> list[str]:
     name = TopicName.parse(topic)
     return [str(name.partition(i)) for i in range(n)] if n > 0 else [str(name)]
-
-
-def send_entries(client: pulsar.Client, topic: str, n: int, prefix: str = "b", payload_size: int = 0) -> None:
-    """n non-batched messages (n entries) sent as one quick burst."""
-    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
-    errors = []
-    for i in range(n):
-        body = f"{prefix}-{i}".encode().ljust(payload_size, b".")
-        producer.send_async(body, lambda res, _mid: errors.append(res) if res != pulsar.Result.Ok else None)
-    producer.flush()
-    producer.close()
-    assert not errors, errors
 
 
 def at_second_fraction(fraction: float) -> None:

@@ -65,3 +65,30 @@ def test_the_switch_needs_a_quota_to_scale():
     # Broker quotas are ceilings too: known only at run time.
     assert parse_options({"topic": "orders", "adaptivethrottling": "true", "quotasource": "broker"}).adaptive is not None
     assert parse(adaptiveThrottling="true", dispatchThrottlingRateInByte="1000").adaptive is not None
+
+
+def test_the_trigger_interval_turns_on_the_batch_duration_signal():
+    assert parse(adaptiveThrottling="true").adaptive.trigger_interval_ms is None  # unset: that signal is off
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingTriggerInterval="5s").adaptive.trigger_interval_ms == 5000
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingTriggerInterval': '-1' is not allowed; "
+                                                   "expected a positive duration")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingTriggerInterval="-1")
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingTriggerInterval' applies only with")):
+        parse(adaptiveThrottlingTriggerInterval="5s")
+
+
+def test_the_metrics_url_turns_on_the_publish_latency_signal():
+    assert parse(adaptiveThrottling="true").adaptive.metrics_url is None
+    url = parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="http://broker:8080/metrics/").adaptive.metrics_url
+    assert url == "http://broker:8080/metrics"
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingMetricsUrl': 'broker:8080' is not a valid URL")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="broker:8080")
+
+
+def test_the_metrics_url_without_its_parser_is_a_clear_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "prometheus_client" else real(name, *a))
+    with pytest.raises(ValueError, match=re.escape("pip install 'pulsar-throttled-source[adaptive]'")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="http://broker:8080/metrics/")

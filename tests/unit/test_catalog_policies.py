@@ -180,3 +180,26 @@ def test_topics_are_checked_after_their_layouts_so_a_producer_connecting_between
                            on_topics=check)
     with pytest.raises(ValueError, match="p-json"):
         cat.snapshot()
+
+
+def test_snapshots_carry_pending_adds_and_the_other_subscriptions_throttling_counters():
+    """adaptiveThrottling's signals read what the catalog fetches anyway: pendingAddEntriesCount from the internal
+    stats of every refresh, the others' dispatchThrottled* counters with the stats (not the query's own subscription)."""
+    admin, clock = FakeAdmin(), FakeClock(100.0)
+    admin.transactions = False
+    admin.partitions[f"{NS}/t"] = 2
+    read_layout, read_stats = admin.partitioned_internal_stats, admin.partitioned_stats
+
+    def with_pending(topic):
+        return {p: {**s, "pendingAddEntriesCount": 3} for p, s in read_layout(topic).items()}
+
+    def with_subscriptions(topic):
+        subs = {"billing": {"durable": True, "dispatchThrottledMsgEventsBySubscriptionLimit": 4},
+                "ingest": {"durable": True, "dispatchThrottledMsgEventsByTopicLimit": 100}}  # the query's own
+        return {p: {**s, "subscriptions": subs} for p, s in read_stats(topic).items()}
+    admin.partitioned_internal_stats, admin.partitioned_stats = with_pending, with_subscriptions  # type: ignore[method-assign]
+    cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
+                           own_subscription="ingest")
+    stress = cat.snapshot().stress
+    assert {p: (s.pending_adds, s.throttled_events) for p, s in stress.items()} == {
+        f"{NS}/t-partition-0": (3, 4), f"{NS}/t-partition-1": (3, 4)}

@@ -243,3 +243,27 @@ def test_the_real_waiter_gives_up_at_its_timeout_and_takes_a_cancelled_lookup_as
     assert not wait_for_answer(unanswered, 0.0)  # the deadline has come: left to a later call
     assert wait_for_answer(answered, 0.0) and wait_for_answer(answered, None)
     assert wait_for_answer(cancelled, None)  # closed: asked again by the planning call itself
+
+
+def test_lookups_record_their_latency_and_failures_for_adaptive_throttling():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pulsar_throttled_source.metadata.entry_lookups import EntryLookups
+    from pulsar_throttled_source.metadata.stress_readings import LatencySamples
+
+    samples = LatencySamples()
+    admin = FakeAdmin([1, 1, 1])
+    lookups = EntryLookups(admin, latency=samples, pool=lambda: ThreadPoolExecutor(1))  # type: ignore[arg-type]
+    lookups.new_plan(1)
+    lookups.follow(P0, backlog_after(-1, 3))
+    lookups.look_up(P0, [(5, 0), (5, 1)], wait=True)
+    durations, failures = samples.drain()
+    assert len(durations) == 2 and all(d >= 0 for d in durations) and failures == 0
+
+    def broken(partition, ledger_id, entry_id):
+        raise ConnectionError("broker restarting")
+    admin.entry_headers = broken  # type: ignore[method-assign]
+    future = lookups.start_one(P0, (5, 2))
+    assert future is not None and isinstance(future.exception(timeout=5), ConnectionError)
+    assert samples.drain() == ([], 1)
+    lookups.close()

@@ -1,0 +1,115 @@
+"""adaptiveThrottling wired into the stream reader (issue 40): the query's congestion controller and the stress
+signals that feed it, built on the driver from the options and the reader's collaborators, and what the planner
+tells it (each plan's catalog snapshot, each planned batch). Kept out of stream.py so that the reader only calls
+three hooks; never pickled into read tasks (the reader drops it and builds it again on the driver).
+
+What it reports (the progress report's "adaptive" object and the planner's log line) is described in
+planning/progress.py and docs/THROTTLING.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .metadata.admin import PulsarAdmin
+from .metadata.catalog import CatalogSnapshot
+from .metadata.stress_readings import LatencySamples
+from .options import SourceOptions
+from .shared_types import Rate
+from .throttling.controller import CongestionController, StressSignal
+from .throttling.signals import (
+    BatchDurationSignal,
+    LookupLatencySignal,
+    OthersThrottledSignal,
+    PendingAddsSignal,
+    PublishLatencySignal,
+)
+from .throttling.store import QuotaStore
+
+
+class AdaptiveThrottle:
+    """One per query, on the driver: the controller (built with the quota store) and its signals."""
+
+    def __init__(self, options: SourceOptions, clock: Callable[[], float],
+                 admin: Callable[[], PulsarAdmin] | None = None) -> None:
+        assert options.adaptive is not None
+        self._options = options
+        self._clock = clock
+        self.lookup_latency = LatencySamples()  # the entry lookups record into it (metadata/entry_lookups.py)
+        self._pending = PendingAddsSignal()
+        self._throttled = OthersThrottledSignal()
+        interval = options.adaptive.trigger_interval_ms
+        self._batches = BatchDurationSignal(interval / 1000.0, clock) if interval else None
+        self._admin = admin  # the driver's admin session, for the metrics page (its credentials and TLS)
+        self.controller: CongestionController | None = None
+
+    @classmethod
+    def of(cls, options: SourceOptions, clock: Callable[[], float], admin: Callable[[], PulsarAdmin]) -> AdaptiveThrottle | None:
+        """The query's, or None without adaptiveThrottling."""
+        return cls(options, clock, admin) if options.adaptive is not None else None
+
+    def signals(self) -> list[StressSignal]:
+        signals: list[StressSignal] = [LookupLatencySignal(self.lookup_latency), self._pending, self._throttled]
+        if self._batches is not None:
+            signals.append(self._batches)
+        url = self._options.adaptive.metrics_url if self._options.adaptive else None
+        if url is not None and self._admin is not None:
+            admin = self._admin
+            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency")))
+        return signals
+
+    def multiplier(self, store: QuotaStore) -> Callable[[], float]:
+        """The m the quota engine scales every quota by, read at each plan."""
+        assert self._options.adaptive is not None
+        self.controller = CongestionController(self._options.adaptive, self._options.admin_url, store, self.signals(),
+                                               self._clock)
+        return self.controller.multiplier
+
+    # -- what the planner tells it ----------------------------------------------------------
+    def plan_started(self, snap: CatalogSnapshot) -> None:
+        """A planning call starts with this snapshot (before the quotas, so the window's decision sees it)."""
+        if self._batches is not None:
+            self._batches.plan_started()
+        self._pending.observe(snap)
+        self._throttled.observe(snap)
+
+    def batch_planned(self) -> None:
+        if self._batches is not None:
+            self._batches.batch_planned()
+
+    # -- what it reports --------------------------------------------------------------------
+    def report(self) -> dict[str, Any] | None:
+        """The progress report's "adaptive" object; None before the first decision."""
+        decision = self.controller.last if self.controller is not None else None
+        if decision is None:
+            return None
+        return {"multiplier": decision.multiplier, "verdict": decision.verdict, "fired": decision.fired(),
+                "unreadable": [r.name for r in decision.readings if r.state == "unknown"],
+                "windowStartMs": decision.window_ms, "ceiling": ceiling_report(self._options)}
+
+    def note(self) -> str:
+        """The planner's log line's part: m, and what fired or could not be read."""
+        decision = self.controller.last if self.controller is not None else None
+        if decision is None:
+            return ""
+        fired = decision.fired()
+        unreadable = [r.name for r in decision.readings if r.state == "unknown"]
+        text = f"adaptive m={decision.multiplier:.3f} of the ceilings ({decision.verdict}"
+        text += f": {', '.join(fired)} fired" if fired else ""
+        text += f"; unreadable: {', '.join(unreadable)}" if unreadable else ""
+        return text + ")"
+
+
+def ceiling_report(options: SourceOptions) -> dict[str, Any]:
+    """The ceilings m scales: each option level that is set (messages, bytes, period), and whether the broker's
+    dispatch-rate policies (read at run time) are ceilings too."""
+    levels = {"sourceWide": options.quota.source, "topic": options.topic_rate, "subscription": options.subscription_rate}
+    ceiling: dict[str, Any] = {key: rate_report(rate) for key, rate in levels.items() if not rate.is_unlimited()}
+    ceiling["brokerPolicies"] = options.uses_broker_quotas
+    return ceiling
+
+
+def rate_report(rate: Rate) -> dict[str, Any]:
+    return {"messages": rate.msgs if rate.msgs > 0 else None, "bytes": rate.bytes if rate.bytes > 0 else None,
+            "periodSeconds": rate.period_s, "relativeToPublishRate": rate.relative_to_publish_rate}
