@@ -140,6 +140,18 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
     session.stop()
 
 
+@pytest.fixture(scope="module")
+def key_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """An RSA key pair for end-to-end encrypted topics: (public key file, private key file)."""
+    import subprocess
+
+    d = tmp_path_factory.mktemp("keys")
+    private, public = d / "private.pem", d / "public.pem"
+    subprocess.run(["openssl", "genrsa", "-out", str(private), "2048"], check=True, capture_output=True)
+    subprocess.run(["openssl", "rsa", "-in", str(private), "-pubout", "-out", str(public)], check=True, capture_output=True)
+    return str(public), str(private)
+
+
 @pytest.fixture
 def unique() -> str:
     return uuid.uuid4().hex[:10]

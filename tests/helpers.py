@@ -1,18 +1,25 @@
-"""Test helpers: create topics and produce known messages through the real client."""
+"""Test helpers: create topics and produce known messages through the real client (plain, batched, chunked,
+encrypted), and wait for a condition with a deadline."""
 
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulsar
 import requests
+from conftest import MAX_MESSAGE_SIZE
 from topic_admin import TopicAdmin
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"  # the repository's examples/
 
 
 @dataclass(frozen=True)
@@ -132,3 +139,69 @@ def quiet_logger(name: str, level: int = logging.WARNING) -> logging.Logger:
     logger = logging.getLogger(name)
     logger.setLevel(level)
     return logger
+
+
+CHUNKED_SIZE = int(MAX_MESSAGE_SIZE * 2.3)  # three chunks
+
+
+def chunked_producer(client: pulsar.Client, topic: str, name: str | None = None):
+    counter = iter(range(1 << 62))
+    kwargs = {"producer_name": name} if name else {}
+    return client.create_producer(topic, chunking_enabled=True, batching_enabled=False, block_if_queue_full=True,
+                                  message_router=lambda msg, n: next(counter) % n, **kwargs)
+
+
+def send_chunked(producer, count: int, prefix: str) -> list[Sent]:
+    """`count` chunked messages, round-robin over the partitions, each waited for."""
+    sent = []
+    for i in range(count):
+        body = f"{prefix}-{i}-".encode().ljust(CHUNKED_SIZE + i, b"c")
+        props = {"i": str(i), "src": prefix}
+        mid = producer.send(body, properties=props, partition_key=f"k{i % 7}")
+        sent.append(Sent(body, f"k{i % 7}", props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
+    return sent
+
+
+def produce_chunked(client: pulsar.Client, topic: str, count: int, *, prefix: str = "big") -> list[Sent]:
+    producer = chunked_producer(client, topic)
+    try:
+        return send_chunked(producer, count, prefix)
+    finally:
+        producer.close()
+
+
+def mixed_backlog(client: pulsar.Client, topic: str, tag: str = "") -> list[Sent]:
+    """What a real topic holds: single messages, producer batches and chunked messages in between."""
+    sent = produce(client, topic, 6, prefix=f"single{tag}")
+    sent += produce_chunked(client, topic, 6, prefix=f"big{tag}")
+    sent += produce(client, topic, 20, batch=5, prefix=f"batched{tag}")
+    sent += produce_chunked(client, topic, 4, prefix=f"big2{tag}")
+    sent += produce(client, topic, 4, prefix=f"tail{tag}")
+    return sent
+
+
+def produce_encrypted(client: pulsar.Client, topic: str, key_pair) -> Counter:
+    keys = pulsar.CryptoKeyReader(*key_pair)
+    sent = Counter()
+    for batching in (False, True):
+        producer = client.create_producer(topic, encryption_key="orders-key", crypto_key_reader=keys, batching_enabled=batching,
+                                          batching_max_messages=5, batching_max_publish_delay_ms=50)
+        for i in range(15):
+            body = f"secret-{batching}-{i}".encode()
+            producer.send_async(body, None) if batching else producer.send(body)
+            sent[body] += 1
+        producer.flush()
+        producer.close()
+    return sent
+
+
+def batch_rows(output: Path) -> dict[int, int]:
+    """Rows per micro-batch, from the file sink's log: _spark_metadata/<batch> lists the files it committed."""
+    import pyarrow.parquet as pq
+
+    rows = {}
+    for entry in (output / "_spark_metadata").iterdir():
+        if entry.name.isdigit():
+            files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]]
+            rows[int(entry.name)] = sum(pq.read_metadata(f.removeprefix("file://")).num_rows for f in files)
+    return rows

@@ -6,6 +6,7 @@ launcher on the broker's own client jars, one command per line on stdin, one ans
 from __future__ import annotations
 
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from pulsar_throttled_source.local_broker import resolve_broker_jars
@@ -42,3 +43,15 @@ class JavaProducer:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
         self.proc.wait(30)
+
+
+class TxnProducer(JavaProducer):
+    """Drives java/TxnProducer.java on one topic: plain <payload> | begin | send <payload> | commit | abort."""
+
+    def __init__(self, service_url: str, topic: str) -> None:
+        super().__init__("TxnProducer.java", service_url, topic)
+
+
+# A producer's life on a transactional topic: plain messages, a committed and an aborted transaction.
+HISTORY = ["plain m0", "begin", "send c0", "send c1", "commit", "plain m1", "begin", "send a0", "send a1", "abort"]
+COMMITTED = Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})

@@ -45,12 +45,6 @@ class BackgroundRefresh(Generic[T]):
         self._failed = False  # the last background fetch failed: the next call fetches itself
         self._stopped = False
 
-    @property
-    def refreshing(self) -> bool:
-        """Whether the background thread runs (it announces its end on the condition it waits on)."""
-        with self._state:
-            return self._thread is not None
-
     def get(self, force: bool = False) -> T:
         """The newest value; fetched now when forced, when there is none, or when it is older than a
         running refresh would let it be."""

@@ -45,10 +45,6 @@ class EntryEstimates:
     def last_learned(self, partition: str) -> float | None:
         return self._per_entry.get(partition)
 
-    def sampling(self, partition: str) -> Future[Headers] | None:
-        """The lookup of the partition's newest entry under way, if any (tests wait on it)."""
-        return self._samples.get(partition)
-
     def estimate(self, partition: str, backlog: Backlog) -> LearnedEntries | None:
         """The messages per entry last learned for the partition, else for another partition of its
         topic; None when neither is known. Bytes are left to the ledgers' averages. A partition whose

@@ -97,20 +97,6 @@ class EntryHeaders:
         return FRAME_BYTES + body + metadata_bytes(h)
 
 
-def messages_in_entry(headers: Mapping[str, str] | EntryHeaders) -> int:
-    """EntryHeaders.messages of raw headers (or of parsed ones)."""
-    return _parsed(headers).messages
-
-
-def stored_bytes(headers: Mapping[str, str] | EntryHeaders) -> float | None:
-    """EntryHeaders.stored_bytes of raw headers (or of parsed ones)."""
-    return _parsed(headers).stored_bytes
-
-
-def _parsed(headers: Mapping[str, str] | EntryHeaders) -> EntryHeaders:
-    return headers if isinstance(headers, EntryHeaders) else EntryHeaders.parse(headers)
-
-
 def metadata_bytes(h: Mapping[str, str]) -> int:
     """The serialized MessageMetadata of the entry the (lower-cased) headers describe."""
     size = 0

@@ -132,10 +132,6 @@ class EntryLookups:
         """(entries known, entries under way): changes whenever something was asked or answered."""
         return len(self._known.get(partition, {})), len(self._pending.get(partition, {}))
 
-    def under_way(self, partition: str) -> list[Future[Headers]]:
-        """The partition's lookups not yet taken in (tests wait on them as a batch's run would)."""
-        return list(self._pending.get(partition, {}).values())
-
     def start_one(self, partition: str, position: Position) -> Future[Headers] | None:
         """A lookup of one entry that is not kept with the others (a sample for an estimate), within
         the call's budget; None when the budget is spent."""

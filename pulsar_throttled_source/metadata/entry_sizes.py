@@ -22,13 +22,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..entry_values import EntryValues, LearnedEntries, LearnEntries
 from .entry_estimates import EntryEstimates
-from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Headers, Position, Waiter, lookup_pool, position_at, wait_for_answer
+from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Position, Waiter, lookup_pool, position_at, wait_for_answer
 from .layout import Backlog
 from .stress_readings import LatencySamples
 from .uniform_batching import AlikeStretches
@@ -124,11 +124,6 @@ class EntrySizes:
         reach = min(backlog.entries, start + more + 1) if more else start
         self._lookups.look_up(partition, head + [position_at(backlog, i) for i in spread(start, reach)], wait=False)
 
-    def under_way(self, partition: str) -> list[Future[Headers]]:
-        """The partition's lookups still running, a background sample's included: what a test waits
-        on where a query would run its batch meanwhile."""
-        sample = self._estimates.sampling(partition)
-        return self._lookups.under_way(partition) + ([sample] if sample is not None else [])
 
 
 def _head(backlog: Backlog, start: int) -> list[Position]:

@@ -70,17 +70,10 @@ class Columns:
     def rows(self) -> int:
         return len(self.msgs)
 
-    def add(self, msg: Any, serialized_id: bytes, publish_ms: int, producer: str) -> None:
-        """`publish_ms` and `producer` are the entry's (a batch shares them), read once per entry.
-        The read loop appends through appenders() instead; this builds a batch outside it."""
-        self.msgs.append(msg)
-        self.ids.append(serialized_id)
-        self.publish_ms.append(publish_ms)
-        self.producers.append(producer)
-
     def appenders(self) -> tuple[list[Any], Callable[[Any], None], Callable[[bytes], None], Callable[[int], None],
                                  Callable[[str], None]]:
-        """The message list and the bound appends of add(), for a read loop that inlines it."""
+        """The message list and its bound appends, for a read loop that inlines them: message, serialized id,
+        and the entry's publish time and producer (read once per entry)."""
         return self.msgs, self.msgs.append, self.ids.append, self.publish_ms.append, self.producers.append
 
     def keys(self) -> pa.Array:

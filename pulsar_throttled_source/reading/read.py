@@ -204,7 +204,7 @@ def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
             # A message of a bounded first or last entry outside the range's batch indexes is not read, but
             # still ends the range below when it is the entry's last.
             if window is None or window[0] <= max(index, 0) < window[1]:
-                # Columns.add, inlined: per message, only appends (the fields are read at to_batch).
+                # Columns.appenders(), inlined: per message, only appends (the fields are read at to_batch).
                 add_msg(msg)
                 # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
                 add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())

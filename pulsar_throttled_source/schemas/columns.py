@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from .avro_types import arrow_type, record_fields, spark_type
+from .avro_types import record_fields, spark_type
 from .primitives import PRIMITIVES
 
 RECORD_KINDS = ("AVRO", "JSON")  # payloads described by an Avro record definition
@@ -102,8 +102,3 @@ class ValueSchema:
         from pyspark.sql.types import StructField, StructType
 
         return StructType([StructField(f.name, spark_type(f.type), True) for f in self.arrow_schema])
-
-
-def value_type(definition: str) -> pa.DataType:
-    """The Arrow type of a whole Avro definition (for tests and messages)."""
-    return arrow_type(json.loads(definition))

@@ -162,10 +162,5 @@ class RedisQuotaStore:
         """Buckets expire BUCKET_TTL_S after their last charge: Redis purges them itself."""
         return 0
 
-    def keys(self) -> list[str]:
-        """All bucket keys (for tests and diagnostics)."""
-        start = len(self._prefix + "bucket:")
-        return sorted(k.decode()[start:] for k in self._client.scan_iter(match=self._prefix + "bucket:*"))
-
     def close(self) -> None:
         self._client.close()

@@ -144,11 +144,6 @@ class MemoryQuotaStore:
                 del self._multipliers[cluster]
         return len(stale)
 
-    def keys(self) -> list[str]:
-        """All bucket keys (for tests and diagnostics)."""
-        with self._lock:
-            return sorted(self._rows)
-
     # A lock cannot be pickled; a copy gets its own lock (and its own buckets).
     def __getstate__(self) -> dict[str, Any]:
         with self._lock:
@@ -328,8 +323,3 @@ class SqliteQuotaStore:
             raise
         conn.execute("COMMIT")
         return cursor.rowcount
-
-    def keys(self) -> list[str]:
-        """All bucket keys (for tests and diagnostics)."""
-        rows = self._connection().execute("SELECT key FROM buckets ORDER BY key").fetchall()
-        return [row[0] for row in rows]

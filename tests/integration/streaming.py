@@ -1,4 +1,5 @@
-"""Run a streaming query of the source and collect what each micro-batch delivered."""
+"""Run a streaming query of the source and collect what each micro-batch delivered; plan a topic's ranges
+as the driver does (plan), for tests that read them in this process."""
 
 from __future__ import annotations
 
@@ -9,8 +10,13 @@ from typing import Any
 import pulsar
 import pytest
 from pyspark.errors import StreamingQueryException
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.query_progress import source_report
+from pulsar_throttled_source.read_task import PartitionRange
+from pulsar_throttled_source.schemas.topic_schema import value_schema_for
+from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
 
 @dataclass
@@ -96,3 +102,15 @@ def failure_of(query, timeout: float) -> str:
     finally:
         query.stop()
     return str(err.value)
+
+
+def plan(broker, topic: str, **extra: str) -> list[PartitionRange]:
+    """The ranges of the whole topic, as the driver plans them (a schema topic's decoded as the data source would)."""
+    opts = source_options(broker, topic, startingOffsets="earliest", **extra)
+    parsed = parse_options({k.lower(): str(v) for k, v in opts.items()})
+    reader = AdmissionControlStreamReader(parsed, value_schema=value_schema_for(parsed))
+    try:
+        start = reader.initialOffset()
+        return list(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())))
+    finally:
+        reader.stop()

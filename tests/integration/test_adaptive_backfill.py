@@ -24,7 +24,7 @@ import time
 
 import pulsar
 from helpers import wait_until
-from test_throttling import Sink, options, per_window_ok, planned_batches, send_entries, start_query, stop
+from quota_windows import Sink, options, per_window_ok, planned_batches, send_entries, start_query, stop
 
 from pulsar_throttled_source.shared_types import AdaptiveConfig
 from pulsar_throttled_source.throttling.congestion import recovery_windows

@@ -9,10 +9,9 @@ from collections import Counter
 
 import pulsar
 import pytest
-from helpers import Sent, create_topic, produce
+from helpers import Sent, create_topic, mixed_backlog, produce
+from java_producer import COMMITTED, HISTORY, TxnProducer
 from streaming import source_options
-from test_chunked import mixed_backlog
-from test_transactions import COMMITTED, HISTORY, TxnProducer
 
 from pulsar_throttled_source.protobuf_wire import first_chunk_position
 

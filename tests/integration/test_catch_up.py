@@ -11,7 +11,6 @@ the session's PySpark (4.2+) catches up with AvailableNow, then the 4.0/4.1 way 
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -20,9 +19,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from compat_venvs import ROOT, VERSIONS, compat_python
-from helpers import create_topic, produce
+from helpers import EXAMPLES, batch_rows, create_topic, produce
 from spark_services import python_errors
-from test_examples import EXAMPLES
 
 RATE = 4  # entries per partition per second (--topic-rate-msgs, throttlingMode batch)
 PARTITIONS = 2
@@ -54,15 +52,6 @@ def finish(job: subprocess.Popen, label: str, work: Path) -> str:
     assert job.returncode == 0, f"{label}: spark-submit failed, full log in {log}:\n" + python_errors(log.read_text())
     return out
 
-
-def batch_rows(output: Path) -> dict[int, int]:
-    """Rows per micro-batch, from the file sink's log: _spark_metadata/<batch> lists the files it committed."""
-    rows = {}
-    for entry in (output / "_spark_metadata").iterdir():
-        if entry.name.isdigit():
-            files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]]
-            rows[int(entry.name)] = sum(pq.read_metadata(f.removeprefix("file://")).num_rows for f in files)
-    return rows
 
 
 def test_catch_up_drains_under_the_quota_and_stops_on_spark_4_0_and_4_1(broker, admin, pulsar_client, unique, tmp_path):

@@ -19,7 +19,17 @@ from collections import Counter
 import pulsar
 import pytest
 from conftest import MAX_MESSAGE_SIZE
-from helpers import Sent, create_topic, produce, wait_until
+from helpers import (
+    Sent,
+    chunked_producer,
+    create_topic,
+    mixed_backlog,
+    produce,
+    produce_chunked,
+    quiet_logger,
+    send_chunked,
+    wait_until,
+)
 from native_path import read_paths
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, identity, sent_identity, source_options, start_collecting, wait_caught_up
@@ -29,50 +39,6 @@ from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.client_cache import receiver_queue_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
-
-CHUNKED_SIZE = int(MAX_MESSAGE_SIZE * 2.3)  # three chunks
-
-
-def _quiet() -> logging.Logger:
-    logger = logging.getLogger("pulsar-chunk-test-client")
-    logger.setLevel(logging.ERROR)  # the client logs orphan chunks it drops at ERROR
-    return logger
-
-
-def chunked_producer(client: pulsar.Client, topic: str, name: str | None = None):
-    counter = iter(range(1 << 62))
-    kwargs = {"producer_name": name} if name else {}
-    return client.create_producer(topic, chunking_enabled=True, batching_enabled=False, block_if_queue_full=True,
-                                  message_router=lambda msg, n: next(counter) % n, **kwargs)
-
-
-def send_chunked(producer, count: int, prefix: str) -> list[Sent]:
-    """`count` chunked messages, round-robin over the partitions, each waited for."""
-    sent = []
-    for i in range(count):
-        body = f"{prefix}-{i}-".encode().ljust(CHUNKED_SIZE + i, b"c")
-        props = {"i": str(i), "src": prefix}
-        mid = producer.send(body, properties=props, partition_key=f"k{i % 7}")
-        sent.append(Sent(body, f"k{i % 7}", props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
-    return sent
-
-
-def produce_chunked(client: pulsar.Client, topic: str, count: int, *, prefix: str = "big") -> list[Sent]:
-    producer = chunked_producer(client, topic)
-    try:
-        return send_chunked(producer, count, prefix)
-    finally:
-        producer.close()
-
-
-def mixed_backlog(client: pulsar.Client, topic: str, tag: str = "") -> list[Sent]:
-    """What a real topic holds: single messages, producer batches and chunked messages in between."""
-    sent = produce(client, topic, 6, prefix=f"single{tag}")
-    sent += produce_chunked(client, topic, 6, prefix=f"big{tag}")
-    sent += produce(client, topic, 20, batch=5, prefix=f"batched{tag}")
-    sent += produce_chunked(client, topic, 4, prefix=f"big2{tag}")
-    sent += produce(client, topic, 4, prefix=f"tail{tag}")
-    return sent
 
 
 def assert_exactly_once(rows, sent) -> None:
@@ -192,7 +158,8 @@ def test_chunked_from_two_producers_at_once(spark, broker, admin, tmp_path, uniq
     for attempt in range(8):  # producers interleave their chunks in most attempts (CI once saw 3 without); make sure they did
         topic = create_topic(admin, f"chunked-two-{unique}-{attempt}", 0)
         # Two connections, both producers ready before either sends: then their chunks interleave.
-        clients = [pulsar.Client(broker.service_url, logger=_quiet()) for _ in range(2)]
+        # The client logs orphan chunks it drops at ERROR.
+        clients = [pulsar.Client(broker.service_url, logger=quiet_logger("pulsar-chunk-test-client", logging.ERROR)) for _ in range(2)]
         producers = {side: chunked_producer(c, topic, f"{side}-{unique}-{attempt}") for side, c in zip(("left", "right"), clients, strict=True)}
         start = threading.Barrier(2)
         results: dict[str, list[Sent]] = {}

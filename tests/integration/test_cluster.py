@@ -8,10 +8,8 @@ import subprocess
 from collections import Counter
 
 import pytest
-from helpers import create_topic, produce
+from helpers import EXAMPLES, batch_rows, create_topic, produce
 from spark_services import BIN, python_errors, spark_env, start_standalone_cluster
-from test_catch_up import batch_rows
-from test_examples import EXAMPLES
 
 
 @pytest.fixture(scope="module")

@@ -4,38 +4,12 @@ pollTimeoutMs with a wrong diagnosis)."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections import Counter
 
-import pulsar
 import pytest
-from helpers import create_topic
+from helpers import create_topic, produce_encrypted
 from streaming import Collected, failure_of, source_options, start_collecting
-
-
-@pytest.fixture(scope="module")
-def key_pair(tmp_path_factory):
-    d = tmp_path_factory.mktemp("keys")
-    private, public = d / "private.pem", d / "public.pem"
-    subprocess.run(["openssl", "genrsa", "-out", str(private), "2048"], check=True, capture_output=True)
-    subprocess.run(["openssl", "rsa", "-in", str(private), "-pubout", "-out", str(public)], check=True, capture_output=True)
-    return str(public), str(private)
-
-
-def produce_encrypted(client: pulsar.Client, topic: str, key_pair) -> Counter:
-    keys = pulsar.CryptoKeyReader(*key_pair)
-    sent = Counter()
-    for batching in (False, True):
-        producer = client.create_producer(topic, encryption_key="orders-key", crypto_key_reader=keys, batching_enabled=batching,
-                                          batching_max_messages=5, batching_max_publish_delay_ms=50)
-        for i in range(15):
-            body = f"secret-{batching}-{i}".encode()
-            producer.send_async(body, None) if batching else producer.send(body)
-            sent[body] += 1
-        producer.flush()
-        producer.close()
-    return sent
 
 
 def test_encrypted_topic_read_with_the_private_key(spark, broker, admin, pulsar_client, tmp_path, unique, key_pair):

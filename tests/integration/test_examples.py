@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
+from helpers import EXAMPLES
 
 
 def load_example(name: str):
@@ -60,7 +57,7 @@ def test_demo_plot_and_entry_counting(tmp_path):
     mid = pulsar.MessageId(3, 17, 42, 5).serialize()
     assert demo.entry_of(mid) == (3, 17, 42)
     # The demo keeps its query's recentProgress as JSON (a throttled query's, as tests/unit/test_plots.py reads it).
-    events = json.loads((ROOT / "tests" / "unit" / "progress_fixtures" / "pyspark-4.3.0.json").read_text())
+    events = json.loads((EXAMPLES.parent / "tests" / "unit" / "progress_fixtures" / "pyspark-4.3.0.json").read_text())
     args = demo.parse_args(["--out", str(tmp_path / "out" / "plot.png"), "--partitions", "2", "--quota", "5", "--per-entry", "1"])
     png = demo.save_plot([json.dumps(e) for e in events], args)
     assert png == tmp_path / "out" / "plot.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -24,38 +24,19 @@ from pathlib import Path
 import pulsar
 import pyarrow as pa
 import pytest
-from helpers import create_topic, produce
-from java_producer import JavaProducer
+from helpers import create_topic, mixed_backlog, produce, produce_encrypted
+from java_producer import HISTORY, JavaProducer, TxnProducer
 from native_path import needs_native_path
-from pyspark.sql.streaming.datasource import ReadAllAvailable
-from streaming import source_options
-from test_chunked import mixed_backlog
-from test_encryption import key_pair, produce_encrypted  # noqa: F401  # key_pair: a fixture
-from test_transactions import HISTORY, TxnProducer
+from streaming import plan
 
-from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.read_task import PartitionRange
 from pulsar_throttled_source.reading import native_library as native_module
 from pulsar_throttled_source.reading.read import read_range
 from pulsar_throttled_source.reading.read_path import NativeReadPathUnavailable
-from pulsar_throttled_source.schemas.topic_schema import value_schema_for
-from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
 pytestmark = needs_native_path  # skips only where no C compiler could build it (tests/native_path.py)
 
 SMALL = {"maxEntriesPerTask": "7", "maxRowsPerArrowBatch": "5"}
-
-
-def plan(broker, topic: str, **extra: str) -> list[PartitionRange]:
-    """The ranges of the whole topic, as the driver plans them (a schema topic's decoded as the data source would)."""
-    opts = source_options(broker, topic, startingOffsets="earliest", **extra)
-    parsed = parse_options({k.lower(): str(v) for k, v in opts.items()})
-    reader = AdmissionControlStreamReader(parsed, value_schema=value_schema_for(parsed))
-    try:
-        start = reader.initialOffset()
-        return list(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())))
-    finally:
-        reader.stop()
 
 
 def on_path(part: PartitionRange, path: str) -> PartitionRange:
@@ -130,7 +111,7 @@ def test_chunked_messages_among_batches(broker, admin, pulsar_client, unique):
         assert payloads(assert_same_batches(plan(broker, topic, **extra))) == Counter(s.payload for s in sent)
 
 
-def test_encrypted_topic_with_the_key_and_without(broker, admin, pulsar_client, unique, key_pair):  # noqa: F811
+def test_encrypted_topic_with_the_key_and_without(broker, admin, pulsar_client, unique, key_pair):
     topic = create_topic(admin, f"native-encrypted-{unique}", 0)
     sent = produce_encrypted(pulsar_client, topic, key_pair)
     public, private = key_pair
@@ -254,7 +235,7 @@ from pulsar_throttled_source.reading.read import read_range
 from pulsar_throttled_source.reading.native_library import native_library
 assert native_library().available, native_library().reason
 sys.path[:0] = [sys.argv[2], sys.argv[3]]
-from test_native_read import plan
+from streaming import plan
 result = {}
 for topic, extra in json.loads(sys.argv[1]):
     result[topic] = sum(b.num_rows for p in plan(BROKER, topic, readPath="native", **extra) for b in read_range(p))
@@ -262,7 +243,7 @@ print("counts", json.dumps(result))
 """
 
 
-def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path, key_pair):  # noqa: F811
+def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path, key_pair):
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not asan or not Path(asan).exists():
         pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")

@@ -16,9 +16,8 @@ from collections import Counter
 from pathlib import Path
 
 import yaml
-from helpers import create_topic, produce
+from helpers import EXAMPLES, create_topic, produce
 from spark_services import BIN, python_errors, spark_env
-from test_examples import EXAMPLES
 
 
 def run_pipeline(spec: Path) -> None:

@@ -27,6 +27,7 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
     topic = create_topic(admin, f"many-partitions-{unique}", PARTITIONS)
     opts = source_options(broker, topic, startingOffsets="earliest", subscription=f"many-{unique}",
                           quotaStatePath=str(tmp_path / "quota.sqlite"),
+                          metadataRefreshIntervalMs="0",  # each plan reads the topic's layout then: this round's entries
                           dispatchThrottlingRatePerTopicInMsg="1000000",  # precise mode (the default) and
                           dispatchThrottlingRatePerSubscriptionInByte="1000000000")  # a byte quota: entries priced
     reader = AdmissionControlStreamReader(parse_options({k.lower(): str(v) for k, v in opts.items()}))
@@ -37,7 +38,6 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
         start = reader.initialOffset()
         for round_ in range(4):  # a producer batching 3 messages per entry, two entries per partition a round
             sent += [s.payload for s in produce(pulsar_client, topic, PARTITIONS * 6, batch=3, prefix=f"r{round_}")]
-            time.sleep(1.0)  # a trigger later: the plan's metadata shows this round's entries
             before = reader.admin.requests_by_kind["entry"]
             end = reader.latestOffset(start, ReadMaxRows(UNLIMITED_ROWS))
             for part in reader.partitions(start, end):

@@ -1,10 +1,9 @@
 """Throttling end to end: a real Pulsar broker, local Spark, and what the sink received.
 
 Every test records, per micro-batch, the distinct entries (ledger, entry) and messages per
-partition that reached a foreachBatch sink, and when the batch was planned (from the query
-progress: trigger start .. end of latestOffset). Quota windows are epoch aligned, so a
-batch is attributed to the window(s) its planning may have run in, and the assertions are
-on entries/messages/bytes per micro-batch and per window, never on wall-clock speed.
+partition that reached a foreachBatch sink, and when the batch was planned (quota_windows.py):
+the assertions are on entries/messages/bytes per micro-batch and per window, never on
+wall-clock speed.
 
 With a processing-time trigger equal to the period, Spark starts at most one trigger per
 window (the next trigger time is the next interval boundary after the trigger start), so a
@@ -13,24 +12,35 @@ slow machine misses windows but never plans two batches of one query into one wi
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pulsar
 import pytest
 from helpers import create_topic, produce, wait_until
+from quota_windows import (
+    PERIOD_S,
+    Batch,
+    Sink,
+    options,
+    per_window_ok,
+    placements,
+    planned_batches,
+    planning_interval,
+    send_entries,
+    shares_no_window,
+    sharing_a_window,
+    start_query,
+    stop,
+)
 
+from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.status_quota import quota_state
+from pulsar_throttled_source.throttling.buckets import topic_key
 from pulsar_throttled_source.topics import TopicName
-
-PERIOD_S = 1
-TRIGGER = {"processingTime": f"{PERIOD_S} second"}
 
 # The shared backlog of tests 1, 2 and 4: 2 partitions, 10 messages per entry.
 BACKLOG_PARTITIONS = 2
@@ -40,190 +50,12 @@ BACKLOG_MSGS = BACKLOG_PARTITIONS * BACKLOG_ENTRIES * BACKLOG_MSGS_PER_ENTRY
 
 
 # ---------------------------------------------------------------------------------------
-# Recording what the sink received
-
-
-@dataclass
-class Batch:
-    batch_id: int
-    wall: float  # when the sink saw it
-    entries: dict[str, set[tuple[int, int]]]  # partition topic -> distinct (ledger, entry)
-    msgs: dict[str, int]
-    value_bytes: dict[str, int]
-    ids: list[bytes]
-    planned: tuple[float, float] | None = None  # planning ran in [trigger start, end of latestOffset]
-    values: list[bytes] = field(default_factory=list)
-
-    @property
-    def rows(self) -> int:
-        return sum(self.msgs.values())
-
-    def n_entries(self, partition: str) -> int:
-        return len(self.entries.get(partition, ()))
-
-    def planned_windows(self, period_s: int = PERIOD_S) -> tuple[int, ...]:
-        assert self.planned is not None
-        lo, hi = self.planned
-        return tuple(range(math.floor(lo / period_s), math.floor(hi / period_s) + 1))
-
-
-@dataclass
-class Sink:
-    """foreachBatch target; a batch re-run after a failure replaces its record."""
-
-    name: str = "query"
-    period_s: int = PERIOD_S
-    batches: dict[int, Batch] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def __call__(self, df, batch_id: int) -> None:
-        rows = df.select("topic", "messageId", "value").collect()
-        entries: dict[str, set[tuple[int, int]]] = defaultdict(set)
-        msgs: dict[str, int] = defaultdict(int)
-        size: dict[str, int] = defaultdict(int)
-        ids, values = [], []
-        for r in rows:
-            raw = bytes(r.messageId)
-            mid = pulsar.MessageId.deserialize(raw)
-            entries[r.topic].add((mid.ledger_id(), mid.entry_id()))
-            msgs[r.topic] += 1
-            size[r.topic] += len(r.value)
-            ids.append(raw)
-            values.append(bytes(r.value))
-        with self.lock:
-            self.batches[batch_id] = Batch(batch_id, time.time(), dict(entries), dict(msgs), dict(size), ids, values=values)
-
-    # -- views ---------------------------------------------------------------------------
-    def snapshot(self) -> list[Batch]:
-        with self.lock:
-            return [self.batches[b] for b in sorted(self.batches)]
-
-    def data_batches(self) -> list[Batch]:
-        return [b for b in self.snapshot() if b.rows]
-
-    def total(self) -> int:
-        return sum(b.rows for b in self.snapshot())
-
-    def attach_progress(self, query) -> None:
-        """Planning interval of each batch: progress timestamp (trigger start) .. + latestOffset."""
-        planned = {batch_id: planning_interval(p) for batch_id, p in planned_batches(query).items()}
-        previous = 0.0
-        for b in self.snapshot():
-            # A batch whose progress was not recorded (query stopped right after it) was
-            # planned after the previous batch was planned and before the sink saw it.
-            b.planned = planned.get(b.batch_id, (previous, b.wall))
-            previous = b.planned[1]
-
-    def table(self, partitions: list[str]) -> str:
-        lines = [f"{self.name}: batch, planned (window of {self.period_s} s), then entries/msgs/value bytes per partition"]
-        for b in self.snapshot():
-            when = f"{b.planned[0]:.3f}+{b.planned[1] - b.planned[0]:.3f}s {b.planned_windows(self.period_s)}" if b.planned else "?"
-            cells = " | ".join(f"{b.n_entries(p)}e/{b.msgs.get(p, 0)}m/{b.value_bytes.get(p, 0)}B" for p in partitions)
-            lines.append(f"  #{b.batch_id} {when}: {cells}")
-        return "\n".join(lines)
-
-
-def planning_interval(progress) -> tuple[float, float]:
-    start = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
-    return start, start + (progress["durationMs"] or {}).get("latestOffset", 0) / 1000.0
-
-
-def placements(batches: list[Batch], period_s: int = PERIOD_S) -> Iterator[tuple[int, ...]]:
-    """Every way to place each batch in one of the quota windows it may have been planned in (the
-    window of each batch, in order; batches of several queries share ids): a batch whose planning
-    crossed a window boundary has two."""
-    possible = [b.planned_windows(period_s) for b in batches]
-    ambiguous = sum(len(w) > 1 for w in possible)
-    assert ambiguous <= 12, f"{ambiguous} batches with an ambiguous planning window: the machine is too slow"
-    yield from itertools.product(*possible)
-
-
-def per_window_ok(batches: list[Batch], measure, limit: float, period_s: int = PERIOD_S) -> tuple[bool, str]:
-    """Is there a placement of batches in their possible planning windows such that, per
-    window and partition, the summed measure(batch, partition) is <= limit? (Batches of
-    several queries may be mixed: they then share the limit.)"""
-    worst = ""
-    for placed in placements(batches, period_s):
-        totals: dict[tuple[int, str], float] = defaultdict(float)
-        for b, window in zip(batches, placed, strict=True):
-            for p in b.entries:
-                totals[(window, p)] += measure(b, p)
-        over = {k: v for k, v in totals.items() if v > limit + 1e-9}
-        if not over:
-            return True, ""
-        worst = f"windows over {limit}: {sorted(over.items())}"
-    return False, worst
-
-
-def sharing_a_window(batches: list[Batch], b: Batch) -> list[Batch]:
-    """The batches that may have been planned in the same quota window as `b` (b included).
-
-    A trigger that runs late (a cold first plan, a busy machine) can plan two batches in one
-    window: the second gets what the first left. So "a window used its quota" is checked on the
-    sum over these batches, which is at least what b's actual window admitted."""
-    mine = set(b.planned_windows())
-    return [x for x in batches if mine & set(x.planned_windows())]
-
-
-def shares_no_window(batches: list[Batch], b: Batch) -> bool:
-    return sharing_a_window(batches, b) == [b]
-
-
-# ---------------------------------------------------------------------------------------
 # Starting queries
-
-
-def options(broker, tmp_path: Path, topic: str, **extra) -> dict[str, str]:
-    opts = {
-        "service.url": broker.service_url,
-        "admin.url": broker.admin_url,
-        "topic": topic,
-        "startingOffsets": "earliest",
-        "quotaStatePath": str(tmp_path / "quota.sqlite"),
-        "metadataRefreshIntervalMs": "400",
-    }
-    opts.update({k: str(v) for k, v in extra.items()})
-    return opts
-
-
-def start_query(spark, opts: dict[str, str], checkpoint: Path, sink: Sink, trigger: dict | None = None):
-    reader = spark.readStream.format("pulsar-throttled")
-    for k, v in opts.items():
-        reader = reader.option(k, v)
-    return (reader.load().writeStream.foreachBatch(sink).trigger(**(trigger or TRIGGER))
-            .option("checkpointLocation", str(checkpoint)).start())
-
-
-def planned_batches(query) -> dict[int, dict]:
-    """Progress of the triggers that ran a batch, by batch id."""
-    return {int(p["batchId"]): p for p in query.recentProgress if "addBatch" in (p["durationMs"] or {})}
-
-
-def stop(query, sink: Sink) -> None:
-    # Let the progress of the last batch the sink saw be recorded (it holds its planning time).
-    last = max((b.batch_id for b in sink.snapshot()), default=-1)
-    deadline = time.monotonic() + 10
-    while query.isActive and last not in planned_batches(query) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    query.stop()
-    sink.attach_progress(query)
 
 
 def partitions_of(topic: str, n: int) -> list[str]:
     name = TopicName.parse(topic)
     return [str(name.partition(i)) for i in range(n)] if n > 0 else [str(name)]
-
-
-def send_entries(client: pulsar.Client, topic: str, n: int, prefix: str = "b", payload_size: int = 0) -> None:
-    """n non-batched messages (n entries) sent as one quick burst."""
-    producer = client.create_producer(topic, batching_enabled=False, block_if_queue_full=True)
-    errors = []
-    for i in range(n):
-        body = f"{prefix}-{i}".encode().ljust(payload_size, b".")
-        producer.send_async(body, lambda res, _mid: errors.append(res) if res != pulsar.Result.Ok else None)
-    producer.flush()
-    producer.close()
-    assert not errors, errors
 
 
 def at_second_fraction(fraction: float) -> None:
@@ -622,7 +454,8 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
     sink = Sink("relative")
     query = None
     try:
-        time.sleep(2)  # a steady publish rate before the query starts
+        # A steady publish rate before the query starts: two seconds of it.
+        wait_until(lambda: len(publisher.acked) >= 2 * rate, 30, what="two seconds of publishing")
         query = start_query(spark, options(broker, tmp_path, topic, subscription="relative", throttlingMode="batch",
                                            relativeToPublishRate="true", dispatchThrottlingRatePerTopicInMsg=margin,
                                            metadataRefreshIntervalMs=300), tmp_path / "cp", sink)
@@ -631,7 +464,8 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
         wait_until(lambda: sink.total() >= preexisting + publisher.published_by(time.time() - 1.0), 120,
                    what="the query to catch up")
         caught_up = time.time()
-        time.sleep(6)  # and it stays caught up
+        seen = len(sink.snapshot())  # and it stays caught up, six triggers on
+        wait_until(lambda: len(sink.snapshot()) >= seen + 6, 60, what="six more batches")
     finally:
         if query is not None:
             stop(query, sink)
@@ -682,17 +516,21 @@ def test_auto_off_passes_small_bursts_and_throttles_a_large_backlog(spark, broke
     topic = create_topic(admin, f"throttle-autooff-{unique}", 0)
     [p] = partitions_of(topic, 0)
     sink = Sink("auto-off")
-    query = start_query(spark, options(broker, tmp_path, topic, subscription="autooff", throttlingMode="batch",
-                                       dispatchThrottlingRatePerTopicInMsg=quota,
-                                       dispatchThrottlingOnNonBacklogConsumerEnabled="false",
-                                       nonBacklogThresholdEntries=threshold), tmp_path / "cp", sink)
+    query_options = options(broker, tmp_path, topic, subscription="autooff", throttlingMode="batch",
+                            dispatchThrottlingRatePerTopicInMsg=quota, dispatchThrottlingOnNonBacklogConsumerEnabled="false",
+                            nonBacklogThresholdEntries=threshold)
+    query = start_query(spark, query_options, tmp_path / "cp", sink)
     try:
         wait_until(lambda: len(sink.snapshot()) >= 1, 120, what="the first (empty) batch")
         time.sleep(1.5)
         at_second_fraction(0.3)  # send between two trigger starts, so one planning sees all of it
         send_entries(pulsar_client, topic, burst, prefix="burst")
         wait_until(lambda: sink.total() >= burst, 60, what="the burst")
-        time.sleep(3)  # the burst's debt is paid back
+        # The burst's debt is paid back: the topic bucket, rolled to now, holds nothing used.
+        opts = parse_options({k.lower(): v for k, v in query_options.items()})
+        bucket = topic_key("options", p)
+        wait_until(lambda: quota_state(opts, None, [p], time.time()).get("buckets", {}).get(bucket, {}).get("usedMessages", 0) == 0,
+                   30, interval_s=0.05, what="the burst's debt to be paid back")
         at_second_fraction(0.3)
         send_entries(pulsar_client, topic, large, prefix="large")
         wait_until(lambda: sink.total() >= burst + large, 120, what="the large backlog")

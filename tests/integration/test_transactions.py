@@ -13,15 +13,8 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, wait_until
-from java_producer import JavaProducer
+from java_producer import COMMITTED, HISTORY, TxnProducer
 from streaming import Collected, source_options, start_collecting
-
-
-class TxnProducer(JavaProducer):
-    """Drives java/TxnProducer.java on one topic: plain <payload> | begin | send <payload> | commit | abort."""
-
-    def __init__(self, service_url: str, topic: str) -> None:
-        super().__init__("TxnProducer.java", service_url, topic)
 
 
 @pytest.fixture
@@ -39,11 +32,6 @@ def txn_producer(broker, admin, unique):
 
 def payloads(sink: Collected) -> Counter:
     return Counter(bytes(r.value) for r in sink.rows)
-
-
-# A producer's life on a transactional topic: plain messages, a committed and an aborted transaction.
-HISTORY = ["plain m0", "begin", "send c0", "send c1", "commit", "plain m1", "begin", "send a0", "send a1", "abort"]
-COMMITTED = Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})
 
 
 @pytest.mark.parametrize("ending", ["abort marker", "commit marker"])

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from test_planner import P0, FakeCatalog, FakeClock, layout, positions, reader, unlimited
+from builders import P0, layout, positions, reader, unlimited
+from fakes import FakeCatalog, FakeClock
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.stress_readings import BrokerStress

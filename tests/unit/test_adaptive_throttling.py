@@ -11,7 +11,8 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from test_throttling_engine import P0, P1, FakeClock, demand, entries
+from builders import P0, P1, demand, entries
+from fakes import FakeClock
 
 from pulsar_throttled_source.shared_types import AdaptiveConfig, QuotaConfig, Rate
 from pulsar_throttled_source.throttling.congestion import SignalReading, SignalState, backoff_windows, recovery_windows

@@ -1,10 +1,11 @@
 """Precise mode prices stretches of alike batches from a grid of looked-up entries (uniform_batching),
-and anything else exactly: on the fake admin API of test_entry_sizes, whose entries' stored sizes
+and anything else exactly: on the shared fake admin API (fakes.py), whose entries' stored sizes
 are given so that they can be compared with their ledger's average entry (100 bytes there)."""
 
 from __future__ import annotations
 
-from test_entry_sizes import P0, FakeAdmin, backlog_after, entries_holding
+from builders import P0, backlog_after, entries_holding
+from fakes import FakeAdmin, LookupPools
 
 from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
 from pulsar_throttled_source.metadata.uniform_batching import GRID
@@ -13,7 +14,8 @@ from pulsar_throttled_source.metadata.uniform_batching import GRID
 def drain(admin: FakeAdmin, quota: float, windows: int, start: int = -1) -> list[int]:
     """Plan `windows` windows of `quota` messages one after another, as a query drains a backlog
     (each planned batch prefetches the next window's lookups): the messages each window admits."""
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    pools = LookupPools()
+    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
     total = len(admin.counts)
     read: list[int] = []
     for _ in range(windows):
@@ -23,7 +25,7 @@ def drain(admin: FakeAdmin, quota: float, windows: int, start: int = -1) -> list
         admitted = entries_holding(estimate, quota)
         read.append(sum(admin.counts[start + 1:start + 1 + admitted]))
         counts.prefetch(P0, backlog, admitted)
-        for lookup in counts.under_way(P0):  # what runs while the batch runs
+        for lookup in pools.settle():  # what runs while the batch runs
             lookup.exception()
         start += admitted
     counts.close()

@@ -1,8 +1,8 @@
 """BackgroundRefresh: a planning call gets the newest value without waiting on a slow fetch, the
 value stays within one interval plus one fetch of fresh while calls keep coming, the thread stops
 when they stop, and a failed background fetch surfaces from the next call. The refresh thread is
-real; time is not: the test moves it (FakeClock), and synchronises on what the thread announces
-(a fetch started, the thread waiting for a time, the thread ended), never on sleeps."""
+real; time is not: the test moves it (FakeClock), and synchronises on what the thread does (a fetch
+started, the thread waiting for a time, the thread ended), never on sleeps."""
 
 from __future__ import annotations
 
@@ -10,65 +10,20 @@ import queue
 import threading
 
 import pytest
+from fakes import SAFETY_S, FakeClock
+from helpers import wait_until
 
 from pulsar_throttled_source.metadata.background_refresh import BackgroundRefresh
 
-SAFETY_S = 10.0  # how long a broken refresh may keep the test waiting for what it should announce
+
+def running(name: str) -> bool:
+    """Whether the refresh thread of that name runs."""
+    return any(thread.name == name for thread in threading.enumerate())
 
 
-class FakeClock:
-    """Time that moves only by advance(); the refresh thread waiting for a time (wait_until) is woken
-    when advance() reaches it, so nothing waits in real time."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self._changed = threading.Condition()  # guards the fields below; notified when a thread starts waiting
-        self._sleepers: dict[threading.Thread, tuple[float, threading.Condition]] = {}
-        self.condition: threading.Condition | None = None  # the condition the refresh thread waits on
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait_until(self, condition: threading.Condition, deadline: float) -> None:
-        """BackgroundRefresh's waiter: called holding `condition`."""
-        me = threading.current_thread()
-        with self._changed:
-            if self.now >= deadline:
-                return
-            self._sleepers[me] = (deadline, condition)
-            self.condition = condition
-            self._changed.notify_all()
-        condition.notify_all()  # a test waiting on the condition sees the thread wait
-        condition.wait()  # until advance() reaches the deadline, or the refresh notifies (a fetch, stop())
-        with self._changed:
-            self._sleepers.pop(me, None)
-
-    @property
-    def sleeping(self) -> bool:
-        with self._changed:
-            return bool(self._sleepers)
-
-    def advance(self, seconds: float) -> None:
-        with self._changed:
-            self.now += seconds
-            due = [thread for thread, (deadline, _) in self._sleepers.items() if deadline <= self.now]
-            woken = [self._sleepers.pop(thread)[1] for thread in due]  # not sleeping from now on
-        for condition in woken:
-            with condition:
-                condition.notify_all()
-
-    def wait_for_sleeper(self) -> None:
-        with self._changed:
-            assert self._changed.wait_for(lambda: self._sleepers, timeout=SAFETY_S), "the thread never waited"
-
-
-def settle(clock: FakeClock, refresh: BackgroundRefresh) -> None:
-    """Until the refresh thread waits on the clock again, or has ended (it announces both on the
-    condition it waits on)."""
-    condition = clock.condition
-    assert condition is not None
-    with condition:
-        assert condition.wait_for(lambda: clock.sleeping or not refresh.refreshing, timeout=SAFETY_S)
+def settle(clock: FakeClock, name: str) -> None:
+    """Until the refresh thread waits on the clock again, or has ended."""
+    wait_until(lambda: clock.sleeping or not running(name), SAFETY_S, interval_s=0.001, what="the refresh thread to wait or end")
 
 
 class SlowSource:
@@ -103,9 +58,9 @@ class SlowSource:
 
 
 def test_calls_get_the_newest_value_at_once_while_a_slow_fetch_runs_behind_them():
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     source = SlowSource(clock, 0.3)
-    refresh = BackgroundRefresh(source, 0.2, "test-refresh", clock=clock, wait_until=clock.wait_until)
+    refresh = BackgroundRefresh(source, 0.2, "refresh-behind-calls", clock=clock, wait_until=clock.wait_until)
     try:
         first = refresh.get()  # nothing yet: the first call waits
         assert first[0] == 1
@@ -116,7 +71,7 @@ def test_calls_get_the_newest_value_at_once_while_a_slow_fetch_runs_behind_them(
             t0 = clock.now
             values.append(refresh.get())
             waits.append(clock.now - t0)
-            if fetching is None and refresh.refreshing:
+            if fetching is None and running("refresh-behind-calls"):
                 fetching = source.started.get(timeout=SAFETY_S)
             clock.advance(0.05)
             if fetching is not None and clock.now >= fetching + source.seconds - 1e-9:  # the broker answers
@@ -132,9 +87,9 @@ def test_calls_get_the_newest_value_at_once_while_a_slow_fetch_runs_behind_them(
 
 
 def test_the_thread_stops_when_calls_stop_and_a_late_call_waits_for_fresh_data():
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     source = SlowSource(clock, 0.0)
-    refresh = BackgroundRefresh(source, 0.1, "test-refresh", clock=clock, wait_until=clock.wait_until)
+    refresh = BackgroundRefresh(source, 0.1, "refresh-that-stops", clock=clock, wait_until=clock.wait_until)
     try:
         refresh.get()
         clock.advance(0.15)
@@ -142,11 +97,11 @@ def test_the_thread_stops_when_calls_stop_and_a_late_call_waits_for_fresh_data()
         clock.wait_for_sleeper()  # the thread fetched, and waits for the next interval
         for _ in range(15):  # nobody asks for 1.5 s: time passes, an interval at a time
             clock.advance(0.1)
-            settle(clock, refresh)  # the thread fetched again and waits, or it ended
+            settle(clock, "refresh-that-stops")  # the thread fetched again and waits, or it ended
         stopped_at = source.fetches
         clock.advance(0.5)
         # Nobody asked: it stopped, after fetching about interval + slack's worth (0.6 s of 0.1 s intervals).
-        assert not refresh.refreshing and source.fetches == stopped_at <= 10
+        assert not running("refresh-that-stops") and source.fetches == stopped_at <= 10
         value, started = refresh.get()  # far older than the thread would have let it be: fetched now
         assert value == stopped_at + 1 and clock.now - started < 0.1
     finally:
@@ -154,7 +109,7 @@ def test_the_thread_stops_when_calls_stop_and_a_late_call_waits_for_fresh_data()
 
 
 def test_a_failed_background_fetch_surfaces_from_the_next_call_and_a_recovery_clears_it():
-    clock = FakeClock()
+    clock = FakeClock(0.0)
     source = SlowSource(clock, 0.0)
     refresh = BackgroundRefresh(source, 0.1, "test-refresh", clock=clock, wait_until=clock.wait_until)
     try:
@@ -174,7 +129,7 @@ def test_a_failed_background_fetch_surfaces_from_the_next_call_and_a_recovery_cl
 
 
 def test_force_and_a_zero_interval_fetch_on_the_call():
-    source = SlowSource(FakeClock(), 0.0)
+    source = SlowSource(FakeClock(0.0), 0.0)
     refresh = BackgroundRefresh(source, 0.0, "test-refresh")
     assert [refresh.get()[0] for _ in range(3)] == [1, 2, 3]
     timed = BackgroundRefresh(source, 60.0, "test-refresh")

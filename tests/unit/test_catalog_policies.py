@@ -6,8 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from fakes import FakeAdmin, FakeClock
 
-from pulsar_throttled_source.metadata.admin_http import TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.metadata.admin_http import TopicNotFound
 from pulsar_throttled_source.metadata.catalog import PartitionCatalog
 from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
 from pulsar_throttled_source.positions import EntryPosition
@@ -17,97 +18,14 @@ from pulsar_throttled_source.topics import TopicName
 NS = "persistent://public/default"
 
 
-def internal(ledger: int, entries: int) -> dict:
-    return {"ledgers": [{"ledgerId": ledger, "entries": 0, "size": 0}], "currentLedgerEntries": entries,
-            "currentLedgerSize": entries * 10, "lastConfirmedEntry": f"{ledger}:{entries - 1}", "entriesAddedCounter": entries}
-
-
-class FakeAdmin:
-    """Answers like the admin API for a set of topics; records every call."""
-
-    def __init__(self) -> None:
-        self.partitions: dict[str, int] = {}  # base topic -> partition count (0: non-partitioned)
-        self.entries: dict[str, int] = {}  # partition (or non-partitioned topic) -> entries in ledger 7
-        self.max_read: dict[str, str | None] = {}  # partition -> max read position while a transaction is open
-        self.transactions = True
-        self.reports_open_transactions = True  # brokers before ongoingTxnCount in topic stats: False
-        self.policies: dict[str, dict | None] = {}
-        self.calls: list[str] = []
-
-    def _need(self, topic: str) -> None:
-        if topic not in self.partitions:
-            raise TopicNotFound(f"Topic {topic} does not exist")
-
-    def partition_count(self, topic: TopicName) -> int:
-        self.calls.append(f"partition_count {topic}")
-        self._need(str(topic))
-        return self.partitions[str(topic)]
-
-    def list_topics(self, namespace: str) -> list[str]:
-        self.calls.append(f"list_topics {namespace}")
-        out = []
-        for base, n in self.partitions.items():
-            out += [f"{base}-partition-{i}" for i in range(n)] if n else [base]
-        return out + [f"{NS}/__change_events", f"{NS}/__transaction_buffer_snapshot"]
-
-    def partitioned_internal_stats(self, topic: TopicName) -> dict[str, dict]:
-        self.calls.append(f"partitioned_internal_stats {topic}")
-        self._need(str(topic))
-        return {f"{topic}-partition-{i}": internal(7, self.entries.get(f"{topic}-partition-{i}", 1))
-                for i in range(self.partitions[str(topic)])}
-
-    def _stats(self, partition: str) -> dict:
-        s = {"msgInCounter": 10 * self.entries.get(partition, 1)}
-        if self.reports_open_transactions:
-            s["ongoingTxnCount"] = 1 if self.transactions and self.max_read.get(partition) else 0
-        return s
-
-    def partitioned_stats(self, topic: TopicName) -> dict[str, dict]:
-        self.calls.append(f"partitioned_stats {topic}")
-        self._need(str(topic))
-        return {f"{topic}-partition-{i}": self._stats(f"{topic}-partition-{i}") for i in range(self.partitions[str(topic)])}
-
-    def stats(self, topic: TopicName) -> dict:
-        self.calls.append(f"stats {topic}")
-        self._need(str(topic))
-        return self._stats(str(topic))
-
-    def internal_stats(self, topic: TopicName) -> dict:
-        self.calls.append(f"internal_stats {topic}")
-        self._need(str(topic))
-        return internal(7, self.entries.get(str(topic), 1))
-
-    def max_read_position(self, partition: TopicName) -> str | None:
-        self.calls.append(f"max_read_position {partition}")
-        if not self.transactions:
-            raise TransactionsDisabled("not configured with transactionCoordinatorEnabled=true")
-        return self.max_read.get(str(partition))
-
-    def dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict | None:
-        self.calls.append(f"dispatch_rate {topic}")
-        return self.policies.get(f"topic {topic}")
-
-    def subscription_dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict | None:
-        self.calls.append(f"subscription_dispatch_rate {topic}")
-        return self.policies.get(f"subscription {topic}")
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def catalog(admin: FakeAdmin, clock: Clock, *topics: str, pattern: str | None = None) -> PartitionCatalog:
+def catalog(admin: FakeAdmin, clock: FakeClock, *topics: str, pattern: str | None = None) -> PartitionCatalog:
     names = tuple(TopicName.parse(t) for t in topics)
     regex = re.compile(pattern) if pattern else None
     return PartitionCatalog(admin, names, regex, "public/default" if pattern else None, 1_000, False, clock)  # type: ignore[arg-type]
 
 
 def test_a_snapshot_is_reused_within_the_refresh_interval_and_the_partition_count_asked_once():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     admin.partitions[f"{NS}/t"] = 2
     cat = catalog(admin, clock, f"{NS}/t")
     first = cat.snapshot()
@@ -124,7 +42,7 @@ def test_a_snapshot_is_reused_within_the_refresh_interval_and_the_partition_coun
 
 
 def test_a_named_topic_that_never_existed_fails_but_one_deleted_later_drops_out():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     with pytest.raises(TopicNotFound):
         catalog(admin, clock, f"{NS}/missing").snapshot()
     admin.partitions.update({f"{NS}/a": 0, f"{NS}/b": 0})
@@ -135,7 +53,7 @@ def test_a_named_topic_that_never_existed_fails_but_one_deleted_later_drops_out(
 
 
 def test_a_pattern_reads_matching_topics_of_the_namespace_skipping_system_topics():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     admin.partitions.update({f"{NS}/orders-eu": 2, f"{NS}/orders-us": 0, f"{NS}/payments": 0})
     cat = catalog(admin, clock, pattern=f"{NS}/orders-.*")
     assert list(cat.snapshot().layouts) == [f"{NS}/orders-eu-partition-0", f"{NS}/orders-eu-partition-1", f"{NS}/orders-us"]
@@ -145,7 +63,7 @@ def test_a_pattern_reads_matching_topics_of_the_namespace_skipping_system_topics
 
 @pytest.mark.parametrize("reports_open_transactions", [True, False], ids=["open transactions in stats", "older broker"])
 def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transaction(reports_open_transactions):
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     admin.reports_open_transactions = reports_open_transactions
     t = f"{NS}/tx"
     admin.partitions[t] = 0
@@ -166,7 +84,7 @@ def test_max_read_position_is_asked_only_for_new_entries_and_caps_an_open_transa
 
 
 def test_a_broker_with_transactions_is_asked_max_read_positions_only_where_one_is_open():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     t = f"{NS}/many"
     admin.partitions[t] = 100
     cat = catalog(admin, clock, t)
@@ -190,7 +108,7 @@ def test_a_broker_with_transactions_is_asked_max_read_positions_only_where_one_i
 
 
 def test_a_broker_without_transactions_is_asked_once():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     admin.partitions[f"{NS}/plain"] = 0
     admin.transactions = False
     cat = catalog(admin, clock, f"{NS}/plain")
@@ -209,7 +127,7 @@ def test_rate_from_policy_treats_zero_or_less_as_no_limit():
 
 
 def test_broker_policies_are_reread_after_the_refresh_interval():
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     t = TopicName.parse(f"{NS}/t")
     admin.policies[f"topic {t}"] = {"dispatchThrottlingRateInMsg": 100, "ratePeriodInSecond": 1}
     policies = BrokerPolicies(admin, 30_000, clock)  # type: ignore[arg-type]
@@ -226,7 +144,7 @@ def test_publish_stats_are_asked_every_refresh_only_when_rates_must_be_live():
     """Stats are a second request per topic: live counters only for relative quotas, else at most
     every stats_refresh_s, each snapshot saying when its stats were fetched."""
     for refresh_s, expected in ((0.0, 5), (30.0, 2)):
-        admin, clock = FakeAdmin(), Clock()
+        admin, clock = FakeAdmin(), FakeClock(100.0)
         admin.transactions = False  # with transactions, stats come with every refresh for their open transactions
         admin.partitions[f"{NS}/t"] = 2
         cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
@@ -244,7 +162,7 @@ def test_topics_are_checked_after_their_layouts_so_a_producer_connecting_between
     """A pattern query's schema check (on_topics) sees a topic's schema as of after its layout was
     read: a producer registers its schema before it writes, so nothing the snapshot holds was
     written under a schema the check did not see (it once ran first and let such entries through)."""
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     schemas: dict[str, str] = {}
     admin.partitions[f"{NS}/p-json"] = 0
     read_layout = admin.internal_stats
@@ -267,7 +185,7 @@ def test_topics_are_checked_after_their_layouts_so_a_producer_connecting_between
 def test_snapshots_carry_pending_adds_and_the_other_subscriptions_throttling_counters():
     """adaptiveThrottling's signals read what the catalog fetches anyway: pendingAddEntriesCount from the internal
     stats of every refresh, the others' dispatchThrottled* counters with the stats (not the query's own subscription)."""
-    admin, clock = FakeAdmin(), Clock()
+    admin, clock = FakeAdmin(), FakeClock(100.0)
     admin.transactions = False
     admin.partitions[f"{NS}/t"] = 2
     read_layout, read_stats = admin.partitioned_internal_stats, admin.partitioned_stats

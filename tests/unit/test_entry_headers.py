@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_throttled_source.metadata.entry_headers import EntryHeaders, messages_in_entry, stored_bytes
+from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 
 RECORDED = [  # (what the producer wrote, ledger size, headers)
     ('batched 50x100', 5438, {'X-Pulsar-PROPERTY': '{}', 'X-Pulsar-publish-time': '2026-11-24T00:22:02.041Z', 'X-Pulsar-num-batch-message': '50', 'X-Pulsar-batch-size': '5410', 'X-Pulsar-Is-Encrypted': 'false', 'X-Pulsar-producer-name': 'standalone-0-11', 'X-Pulsar-sequence-id': '0', 'X-Pulsar-txn-uncommitted': 'false', 'Content-Length': '5400'}),
@@ -27,21 +27,21 @@ RECORDED = [  # (what the producer wrote, ledger size, headers)
 @pytest.mark.parametrize(("written", "size", "headers"), RECORDED, ids=[r[0] for r in RECORDED])
 def test_stored_size_is_the_ledger_size_or_unknown(written: str, size: int, headers: dict[str, str]) -> None:
     unknown = {"single empty", "single lz4", "single 100k"}  # streamed/empty body, compressed single message
-    assert stored_bytes(headers) == (None if written in unknown else size)
+    assert EntryHeaders.parse(headers).stored_bytes == (None if written in unknown else size)
 
 
 def test_encrypted_entries_are_not_sized_from_their_headers() -> None:
     headers = dict(RECORDED[0][2], **{"X-Pulsar-Is-Encrypted": "true"})
-    assert stored_bytes(headers) is None and messages_in_entry(headers) == 50
+    assert EntryHeaders.parse(headers).stored_bytes is None and EntryHeaders.parse(headers).messages == 50
 
 
 def test_a_reader_is_handed_a_batch_whole_a_chunked_message_once_and_no_marker() -> None:
-    assert messages_in_entry({"X-Pulsar-num-batch-message": "10"}) == 10
-    assert messages_in_entry({}) == 1
-    assert messages_in_entry({"x-pulsar-chunk-id": "0", "x-pulsar-num-chunks-from-msg": "3"}) == 1
-    assert messages_in_entry({"x-pulsar-chunk-id": "2", "x-pulsar-num-chunks-from-msg": "3"}) == 0
-    assert messages_in_entry({"X-Pulsar-marker-type": "20"}) == 0
-    assert messages_in_entry({"X-Pulsar-txn-aborted": "true", "X-Pulsar-num-batch-message": "5"}) == 0
+    assert EntryHeaders.parse({"X-Pulsar-num-batch-message": "10"}).messages == 10
+    assert EntryHeaders.parse({}).messages == 1
+    assert EntryHeaders.parse({"x-pulsar-chunk-id": "0", "x-pulsar-num-chunks-from-msg": "3"}).messages == 1
+    assert EntryHeaders.parse({"x-pulsar-chunk-id": "2", "x-pulsar-num-chunks-from-msg": "3"}).messages == 0
+    assert EntryHeaders.parse({"X-Pulsar-marker-type": "20"}).messages == 0
+    assert EntryHeaders.parse({"X-Pulsar-txn-aborted": "true", "X-Pulsar-num-batch-message": "5"}).messages == 0
 
 
 @pytest.mark.parametrize(("headers", "messages", "never_dispatched"), [
@@ -53,6 +53,6 @@ def test_a_reader_is_handed_a_batch_whole_a_chunked_message_once_and_no_marker()
 ])
 def test_the_planner_and_the_read_task_read_one_parse_of_the_headers(headers, messages, never_dispatched) -> None:
     parsed = EntryHeaders.parse(headers)
-    assert messages_in_entry(headers) == messages_in_entry(parsed) == parsed.messages == messages
+    assert parsed.messages == messages
     # What a read task concludes of an entry it never saw: not a plain entry still to come.
     assert (parsed.marker or parsed.aborted or parsed.chunk_id > 0) == never_dispatched

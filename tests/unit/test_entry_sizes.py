@@ -4,43 +4,15 @@ entry lookups the way the broker does (per-entry headers)."""
 from __future__ import annotations
 
 import random
-from concurrent.futures import Executor, Future, wait
+from concurrent.futures import Executor, Future
+
+from builders import P0, P1, backlog_after, entries_holding
+from fakes import FakeAdmin, FakeClock, LookupPools
 
 from pulsar_throttled_source.metadata.entry_estimates import ESTIMATE_REFRESH_S
 from pulsar_throttled_source.metadata.entry_lookups import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
-from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.metadata.window_pricing import EXACT_AHEAD, HEAD_CHUNK, REFINE_LOOKUPS, SAMPLES
-from pulsar_throttled_source.positions import EntryPosition
-
-P0 = "persistent://public/default/t-partition-0"
-
-
-class FakeAdmin:
-    """Entries of ledger 5 hold `counts[e]` messages (and are stored in `sizes[e]` bytes, when
-    given, like a batch); lookups are counted."""
-
-    def __init__(self, counts: list[int], gone_from: int | None = None, sizes: list[int] | None = None) -> None:
-        self.counts = counts
-        self.sizes = sizes
-        self.gone_from = gone_from
-        self.lookups: list[tuple[int, int]] = []
-
-    def entry_headers(self, partition, ledger_id: int, entry_id: int) -> dict[str, str] | None:
-        self.lookups.append((ledger_id, entry_id))
-        if self.gone_from is not None and entry_id >= self.gone_from:
-            return None
-        n = self.counts[entry_id]
-        if self.sizes is not None:  # a batch's metadata here is its message count: 2 bytes
-            return {"X-Pulsar-num-batch-message": str(n), "X-Pulsar-batch-size": str(self.sizes[entry_id] - 2)}
-        return {"X-Pulsar-num-batch-message": str(n)} if n > 1 else {"X-Pulsar-publish-time": "1"}
-
-
-def backlog_after(entry: int, entries: int):
-    layout = PartitionLayout.from_internal_stats(P0, {
-        "ledgers": [{"ledgerId": 5, "entries": 0, "size": 0}], "lastConfirmedEntry": f"5:{entries - 1}",
-        "currentLedgerEntries": entries, "currentLedgerSize": entries * 100, "entriesAddedCounter": entries})
-    return layout.backlog_after(EntryPosition(5, entry))
 
 
 def test_entries_a_quota_could_admit_are_counted_exactly_then_sampled_and_each_looked_up_once():
@@ -60,14 +32,6 @@ def test_entries_a_quota_could_admit_are_counted_exactly_then_sampled_and_each_l
         assert counts.learner(P0, backlog_after(199, 1000))(100, 0.0).msgs.exact == (10,) * 11
         assert counts.learner(P0, backlog_after(199, 1000))(4_000, 0.0).msgs.total(350) == 4_000
     assert len(admin.lookups) == asked and len(set(admin.lookups)) == len(admin.lookups)
-
-
-def entries_holding(estimate, msgs: float) -> int:
-    """How many entries an admission of `msgs` messages (or bytes) takes, as the engine prices them."""
-    entries = 0
-    while estimate.total(entries + 1) <= msgs:
-        entries += 1
-    return entries
 
 
 def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
@@ -107,8 +71,8 @@ def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
 
 
 def test_the_same_question_over_the_same_entries_is_answered_without_work_until_more_is_known():
-    admin = FakeAdmin([10] * 100 + [30] * 100)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    admin, pools = FakeAdmin([10] * 100 + [30] * 100), LookupPools()
+    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
     backlog = backlog_after(-1, 200)
     counts.new_plan()
     first = counts.learner(P0, backlog)(5_000, 0.0)  # reaches past the head: samples and bisection
@@ -118,7 +82,7 @@ def test_the_same_question_over_the_same_entries_is_answered_without_work_until_
     assert len(admin.lookups) == asked  # everything it needed was known
     assert again == first and again.msgs.total(100) == 1_000 and again.msgs.total(110) == 1_300
     counts.prefetch(P0, backlog, 150)  # a batch planned up to entry 150: its next window is looked up
-    for future in counts.under_way(P0):
+    for future in pools.settle():
         future.result()
     counts.new_plan()
     informed = counts.learner(P0, backlog)(5_000, 0.0)  # what became known is used, not the old answer
@@ -148,12 +112,12 @@ def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
 
 
 def test_the_next_window_is_looked_up_in_the_background_once_a_batch_is_planned():
-    admin = FakeAdmin([10] * 300)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    admin, pools = FakeAdmin([10] * 300), LookupPools()
+    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
     counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)  # the batch admitted ten entries
-    for lookup in counts.under_way(P0):  # what runs while the batch runs
+    for lookup in pools.settle():  # what runs while the batch runs
         lookup.result()
     asked = len(admin.lookups)
     assert {(5, e) for e in range(10, 10 + EXACT_AHEAD)} <= set(admin.lookups)
@@ -219,26 +183,9 @@ class BusyBroker(Executor):
         self.held.clear()
 
 
-class FakeTime:
-    """A clock that moves only when a lookup is waited for: waiting on an unanswered one takes
-    the whole time it was allowed (the broker answers no sooner)."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def wait(self, future: Future, timeout: float | None) -> bool:
-        if not future.done():
-            assert timeout is not None, "a plan that waits for all its lookups waited on one never answered"
-            self.now += timeout
-        return future.done()
-
-
 def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_further_than_known():
     admin = FakeAdmin([10] * 100)
-    broker, clock = BusyBroker(slow_from=100), FakeTime()
+    broker, clock = BusyBroker(slow_from=100), FakeClock(0.0)
     sizes = EntrySizes(admin, wait_s=0.1, clock=clock, waiter=clock.wait, pool=lambda: broker)  # type: ignore[arg-type]
     try:
         sizes.new_plan(partitions=WAIT_ALL_UP_TO)  # a few partitions: all lookups are waited for
@@ -262,27 +209,26 @@ def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_furt
 
 def test_an_estimate_is_the_last_learned_figure_of_the_partition_or_its_topic_and_is_refreshed_by_sampling():
     admin = FakeAdmin([4] * 50 + [9] * 50)
-    clock = [0.0]
-    sizes = EntrySizes(admin, clock=lambda: clock[0])  # type: ignore[arg-type]
-    p1 = "persistent://public/default/t-partition-1"
+    clock, pools = FakeClock(0.0), LookupPools()
+    sizes = EntrySizes(admin, clock=clock, pool=pools)  # type: ignore[arg-type]
     try:
         sizes.new_plan()
         assert sizes.estimate(P0, backlog_after(9, 50)) is None  # nothing known yet ...
-        wait(sizes.under_way(P0))  # ... its newest entry is looked up in the background
+        pools.settle()  # ... its newest entry is looked up in the background
         assert sizes.estimate(P0, backlog_after(9, 50)) is not None
         assert (5, 49) in admin.lookups
         estimate = sizes.estimate(P0, backlog_after(9, 50))
         assert estimate is not None and estimate.msgs is not None and estimate.msgs.per_entry == 4.0
-        sibling = sizes.estimate(p1, backlog_after(9, 50))  # another partition of the topic: its figure
+        sibling = sizes.estimate(P1, backlog_after(9, 50))  # another partition of the topic: its figure
         assert sibling is not None and sibling.msgs is not None and sibling.msgs.per_entry == 4.0
         asked = len(admin.lookups)
         for _ in range(10):  # within ESTIMATE_REFRESH_S nothing more is asked for P0
             sizes.estimate(P0, backlog_after(9, 100))
         assert len([a for a in admin.lookups[asked:] if a != (5, 49)]) == 0
-        clock[0] += ESTIMATE_REFRESH_S  # the producer has batched 9 per entry since: seen once sampled
+        clock.advance(ESTIMATE_REFRESH_S)  # the producer has batched 9 per entry since: seen once sampled
         sizes.new_plan()
         sizes.estimate(P0, backlog_after(9, 100))  # due: samples the newest entry in the background
-        wait(sizes.under_way(P0))
+        pools.settle()
         estimate = sizes.estimate(P0, backlog_after(9, 100))
         assert estimate is not None and estimate.msgs is not None and estimate.msgs.per_entry == 9.0
         assert (5, 99) in admin.lookups

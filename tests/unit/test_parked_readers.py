@@ -6,29 +6,15 @@ from __future__ import annotations
 import pickle
 import time
 
+from fakes import FakeClock, FakeReader
+
 import pulsar_throttled_source.reading.parked_readers as module
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.parked_readers import MAX_PARKED, PARK_S, ParkedReaders
 
 
-class FakeReader:
-    def __init__(self) -> None:
-        self.closed = False
-
-    def close(self) -> None:
-        self.closed = True
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_reader_is_taken_by_the_range_that_starts_where_it_ended_and_closed_for_any_other():
-    clock = Clock()
+    clock = FakeClock(0.0)
     parked = ParkedReaders(clock, timers=False)
     first, second = FakeReader(), FakeReader()
     parked.park("p0", first, EntryPosition(5, 9))
@@ -40,7 +26,7 @@ def test_a_reader_is_taken_by_the_range_that_starts_where_it_ended_and_closed_fo
 
 
 def test_a_newer_reader_of_the_same_partition_replaces_the_parked_one():
-    parked = ParkedReaders(Clock(), timers=False)
+    parked = ParkedReaders(FakeClock(0.0), timers=False)
     old, new = FakeReader(), FakeReader()
     parked.park("p0", old, EntryPosition(5, 9))
     parked.park("p0", new, EntryPosition(5, 19))
@@ -49,7 +35,7 @@ def test_a_newer_reader_of_the_same_partition_replaces_the_parked_one():
 
 
 def test_readers_parked_too_long_or_too_many_are_closed():
-    clock = Clock()
+    clock = FakeClock(0.0)
     parked = ParkedReaders(clock, timers=False)
     stale = FakeReader()
     parked.park("stale", stale, EntryPosition(1, 1))
@@ -67,7 +53,7 @@ def test_readers_parked_too_long_or_too_many_are_closed():
 
 
 def test_dropping_a_client_closes_its_parked_readers_and_a_pickle_carries_none():
-    parked = ParkedReaders(Clock(), timers=False)
+    parked = ParkedReaders(FakeClock(0.0), timers=False)
     mine, other = FakeReader(), FakeReader()
     parked.park(("p0", "client-a"), mine, EntryPosition(1, 1))
     parked.park(("p0", "client-b"), other, EntryPosition(1, 1))

@@ -7,16 +7,10 @@ import threading
 
 import pulsar
 import pytest
+from fakes import FakeReader
 
 from pulsar_throttled_source.reading import watch
 from pulsar_throttled_source.reading.errors import PartitionDeleted
-
-
-class FakeReader:
-    closed = False
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_a_watched_call_ends_once_the_range_is_gone_and_what_it_opens_later_is_closed(monkeypatch):

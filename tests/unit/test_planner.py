@@ -8,78 +8,14 @@ import itertools
 import json
 
 import pytest
+from builders import P0, P1, PLANNER_START, TOPIC, layout, positions, reader, unlimited
+from fakes import FakeCatalog, FakeClock
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
-from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
-from pulsar_throttled_source.metadata.publish_times import OldestUnread
-from pulsar_throttled_source.offsets import LEDGER_ENDS, PROGRESS, QUERY_ID, QUERY_START
-from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.planning.progress import ProgressReports
-from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
+from pulsar_throttled_source.offsets import LEDGER_ENDS, QUERY_ID, QUERY_START
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.errors import DataLossError
-from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
-
-TOPIC = "persistent://public/default/orders"
-P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"
-
-
-def layout(partition: str, ledgers: list[tuple[int, int]], entry_size: int = 100) -> PartitionLayout:
-    """A partition whose closed ledgers hold `entries` each, the last one open."""
-    *closed, (open_id, open_entries) = ledgers
-    stats = {"ledgers": [{"ledgerId": l, "entries": n, "size": n * entry_size} for l, n in closed]
-             + [{"ledgerId": open_id, "entries": 0, "size": 0}],
-             "currentLedgerEntries": open_entries, "currentLedgerSize": open_entries * entry_size,
-             "lastConfirmedEntry": f"{open_id}:{open_entries - 1}",
-             "entriesAddedCounter": sum(n for _, n in ledgers)}
-    return PartitionLayout.from_internal_stats(partition, stats)
-
-
-class FakeCatalog:
-    """Stands in for PartitionCatalog: the test sets what the admin API would report."""
-
-    def __init__(self, *layouts: PartitionLayout, max_read: dict[str, EntryPosition] | None = None) -> None:
-        self.set(*layouts, max_read=max_read)
-
-    def set(self, *layouts: PartitionLayout, max_read: dict[str, EntryPosition] | None = None) -> None:
-        self.snap = CatalogSnapshot(0.0, {l.partition: l for l in layouts}, {}, max_read or {})
-
-    def snapshot(self, force: bool = False) -> CatalogSnapshot:
-        return self.snap
-
-
-class FakeClock:
-    def __init__(self, now: float = 1_000.25) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **options: object) -> AdmissionControlStreamReader:
-    raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite")}
-    raw |= {k: str(v) for k, v in options.items()}
-    r = AdmissionControlStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock or FakeClock())
-    r._catalog = catalog  # type: ignore[assignment]
-    return without_admin_lookups(r)
-
-
-def without_admin_lookups(r, publish_ms: dict[str, int] | None = None):
-    """The reader's progress reports look publish times up in `publish_ms` (partition -> epoch ms of every
-    entry), not on a broker."""
-    known = publish_ms or {}
-    r._progress = ProgressReports(lambda: OldestUnread(lambda p, e: {"X-Pulsar-publish-time": known[p]} if p in known else None),
-                                  r._clock, r.options.progress_per_partition)
-    return r
-
-
-def positions(offsets: dict) -> dict[str, tuple[int, int]]:
-    return {p: (v["ledgerId"], v["entryId"]) for p, v in offsets.items() if p not in (QUERY_START, QUERY_ID, LEDGER_ENDS, PROGRESS)}
-
-
-def unlimited() -> ReadMaxRows:
-    return ReadMaxRows(UNLIMITED_ROWS)
 
 
 def test_earliest_then_everything_available_without_quotas(tmp_path):
@@ -324,7 +260,7 @@ def test_a_first_plan_that_admits_nothing_plans_no_batch(tmp_path):
     """Issue 32: another query took the shared quota's whole window, so this query's first plan admits
     nothing: Spark must see no new offset (no empty first micro-batch), also for a partition that
     appeared after the query's initial offset."""
-    catalog, clock = FakeCatalog(layout(P0, [(5, 10), (9, 4)])), FakeClock()
+    catalog, clock = FakeCatalog(layout(P0, [(5, 10), (9, 4)])), FakeClock(PLANNER_START)
     quota = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "3"}
     other, this = reader(tmp_path, catalog, clock, **quota), reader(tmp_path, catalog, clock, **quota)
     initial = this.initialOffset()  # P0 only

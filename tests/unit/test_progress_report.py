@@ -7,9 +7,9 @@ import json
 import math
 from concurrent.futures import Future
 
+from builders import P0, P1, PLANNER_START, layout, reader, reader40, unlimited, without_admin_lookups
+from fakes import FakeCatalog, FakeClock
 from pyspark.sql.streaming.datasource import ReadMaxRows
-from test_planner import P0, P1, FakeCatalog, FakeClock, layout, reader, unlimited, without_admin_lookups
-from test_stream_spark40 import reader as reader40
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot, PublishStats
 from pulsar_throttled_source.metadata.publish_times import LOOKUPS_PER_PLAN, OldestUnread, publish_ms
@@ -215,13 +215,13 @@ def test_an_entry_without_a_publish_time_is_not_asked_again_at_every_poll():
 
 def test_the_report_says_when_the_trigger_floor_or_max_entries_per_trigger_held_the_batch(tmp_path):
     catalog = FakeCatalog(layout(P0, [(5, 4)]), layout(P1, [(6, 30)]))
-    r = reader(tmp_path, catalog, FakeClock(), minEntriesPerTrigger=50, maxTriggerDelay="10m", throttlingMode="batch",
+    r = reader(tmp_path, catalog, FakeClock(PLANNER_START), minEntriesPerTrigger=50, maxTriggerDelay="10m", throttlingMode="batch",
                dispatchThrottlingRatePerTopicInMsg=100)
     start = r.initialOffset()
     assert r.latestOffset(start, unlimited()) == start  # 34 < 50: no batch yet
     held = r.reportLatestOffset()
     assert held["throttle"]["floorHeld"] is True and held["throttle"]["heldBy"] is None and held["entriesBehindLatest"] == 34
-    capped = reader(tmp_path / "capped", catalog, FakeClock())
+    capped = reader(tmp_path / "capped", catalog, FakeClock(PLANNER_START))
     capped.latestOffset(capped.initialOffset(), ReadMaxRows(10))
     throttle = capped.reportLatestOffset()["throttle"]
     assert (throttle["floorHeld"], throttle["readLimitHeld"], throttle["levels"]) == (False, 2, {})

@@ -4,11 +4,11 @@ spliced per entry, and the Arrow batch the loop's inlined appends build."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
 
 import pulsar
 import pyarrow as pa
 import pytest
+from fakes import FakeMessage, FakeReader
 
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
@@ -18,57 +18,6 @@ from pulsar_throttled_source.reading.read import _read_messages
 from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
 P = "persistent://public/default/t-partition-2"
-
-
-class FakeMessage:
-    """What the client delivers; `mid` is a real pulsar.MessageId or a stand-in with its own bytes."""
-
-    def __init__(self, mid: Any, key: str = "", value: bytes | None = b"v", event_ms: int = 0,
-                 props: dict[str, str] | None = None, publish_ms: int = 1_700_000_000_000, producer: str = "p") -> None:
-        self._id, self._key, self._value, self._event = mid, key, value, event_ms
-        self._props, self._publish, self._producer = props or {}, publish_ms, producer
-
-    def message_id(self) -> Any:
-        return self._id
-
-    def partition_key(self) -> str:
-        return self._key
-
-    def data(self) -> bytes:
-        return self._value or b""  # a null value reads as b"", as from the client
-
-    def has_null_value(self) -> bool:
-        return self._value is None
-
-    def event_timestamp(self) -> int:
-        return self._event
-
-    def properties(self) -> dict[str, str]:
-        return self._props
-
-    def ordering_key(self) -> str:
-        return "ok" if self._key else ""
-
-    def publish_timestamp(self) -> int:
-        return self._publish
-
-    def producer_name(self) -> str:
-        return self._producer
-
-
-class FakeReader:
-    """Delivers the given messages in order, then times out like the client does."""
-
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self.queue = list(messages)
-
-    def read_next(self, timeout_ms: int) -> FakeMessage:
-        if not self.queue:
-            raise pulsar.Timeout()
-        return self.queue.pop(0)
-
-    def has_message_available(self) -> bool:
-        return bool(self.queue)
 
 
 def read(messages: list[FakeMessage], start: tuple[int, int], end: tuple[int, int]) -> list[pa.RecordBatch]:
@@ -145,8 +94,10 @@ def test_columns_become_one_arrow_batch_of_the_source_schema(keys):
     # Entry 5:0 alone; entry 5:1 a batch of three (publish time and producer are the entry's), then a
     # tombstone and an empty payload; 5:2 belongs to the next batch.
     msgs = [
-        FakeMessage(pulsar.MessageId(2, 5, 0, -1), keys[0], b"v0", 0, {}, 1_700_000_000_123, "p-0"),
-        FakeMessage(pulsar.MessageId(2, 5, 1, 0), keys[1], b"v1", 1_600_000_000_456, {"k": "v"}, 1_700_000_000_124, "p-1"),
+        FakeMessage(pulsar.MessageId(2, 5, 0, -1), keys[0], b"v0", 0, {}, 1_700_000_000_123, "p-0",
+                    ordering_key="ok" if keys[0] else ""),
+        FakeMessage(pulsar.MessageId(2, 5, 1, 0), keys[1], b"v1", 1_600_000_000_456, {"k": "v"}, 1_700_000_000_124, "p-1",
+                    ordering_key="ok" if keys[1] else ""),
         FakeMessage(pulsar.MessageId(2, 5, 1, 1), "", None, 0, {}, 1_700_000_000_124, "p-1"),  # a tombstone
         FakeMessage(pulsar.MessageId(2, 5, 1, 2), "", b"", 0, {}, 1_700_000_000_124, "p-1"),  # an empty payload
         FakeMessage(pulsar.MessageId(2, 5, 2, -1)),

@@ -8,6 +8,7 @@ import time
 
 import pulsar
 import pytest
+from fakes import FakeMessage, FakeReader
 
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
@@ -16,56 +17,6 @@ from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
 from pulsar_throttled_source.reading.read import _read_messages
 
 P = "persistent://public/default/t-partition-0"
-
-
-class FakeMessage:
-    def __init__(self, ledger: int, entry: int, index: int = -1) -> None:
-        self._id = pulsar.MessageId(0, ledger, entry, index)
-        self.payload = f"{ledger}:{entry}:{index}".encode()
-
-    def message_id(self) -> pulsar.MessageId:
-        return self._id
-
-    def data(self) -> bytes:
-        return self.payload
-
-    def partition_key(self) -> str:
-        return ""
-
-    def properties(self) -> dict:
-        return {}
-
-    def event_timestamp(self) -> int:
-        return 0
-
-    def publish_timestamp(self) -> int:
-        return 1_700_000_000_000
-
-    def producer_name(self) -> str:
-        return "fake-producer"
-
-    def ordering_key(self) -> str:
-        return ""
-
-    def has_null_value(self) -> bool:
-        return False
-
-
-class FakeReader:
-    """Delivers the given messages in order, then times out like the client does."""
-
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self.queue = list(messages)
-        self.reads = 0
-
-    def read_next(self, timeout_ms: int) -> FakeMessage:
-        self.reads += 1
-        if not self.queue:
-            raise pulsar.Timeout()
-        return self.queue.pop(0)
-
-    def has_message_available(self) -> bool:
-        return bool(self.queue)
 
 
 def task(start: tuple[int, int], end: tuple[int, int], runs, poll_ms: int = 3_000, **config) -> PartitionRange:
@@ -84,15 +35,15 @@ def values(part: PartitionRange, reader: FakeReader, lookup=plain) -> list[bytes
 
 def test_exactly_the_planned_entries_without_the_exclusive_start_or_the_next_batch():
     # The broker delivers the start entry itself (exclusive by our check) and keeps going past the end.
-    reader = FakeReader([FakeMessage(5, e) for e in range(2, 9)])
+    reader = FakeReader([FakeMessage.at(5, e) for e in range(2, 9)])
     got = values(task((5, 2), (5, 5), ((5, 3, 3),)), reader)
     assert got == [b"5:3:-1", b"5:4:-1", b"5:5:-1"]
     # Stopped at the end entry: the next batch's entries were never taken from the reader.
-    assert [m.payload for m in reader.queue] == [b"5:6:-1", b"5:7:-1", b"5:8:-1"]
+    assert [m.data() for m in reader.queue] == [b"5:6:-1", b"5:7:-1", b"5:8:-1"]
 
 
 def test_every_message_of_a_batched_end_entry_is_read():
-    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(5, 2, 0)]
+    msgs = [FakeMessage.at(5, 0, i) for i in range(3)] + [FakeMessage.at(5, 1, i) for i in range(4)] + [FakeMessage.at(5, 2, 0)]
     got = values(task((5, -1), (5, 1), ((5, 0, 2),)), FakeReader(msgs))
     assert len(got) == 7 and got[-1] == b"5:1:3"
 
@@ -101,7 +52,7 @@ def test_a_range_ending_on_a_transaction_marker_ends_without_waiting():
     # Entry 5:3 is a commit marker: the broker never dispatches it as a message.
     lookups = {(5, 3): EntryHeaders(marker=True)}
     started = time.monotonic()
-    got = values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, e) for e in range(3)]),
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage.at(5, e) for e in range(3)]),
                  lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:1:-1", b"5:2:-1"]
     assert time.monotonic() - started < 5  # one idle check, not pollTimeoutMs
@@ -109,7 +60,7 @@ def test_a_range_ending_on_a_transaction_marker_ends_without_waiting():
 
 def test_aborted_entries_in_the_middle_are_skipped_and_the_rest_delivered():
     lookups = {(5, 1): EntryHeaders(aborted=True), (5, 2): EntryHeaders(aborted=True)}
-    msgs = [FakeMessage(5, 0), FakeMessage(5, 3)]  # the broker filters aborted entries out
+    msgs = [FakeMessage.at(5, 0), FakeMessage.at(5, 3)]  # the broker filters aborted entries out
     got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(msgs), lambda pos: lookups.get(pos, EntryHeaders()))
     assert got == [b"5:0:-1", b"5:3:-1"]
 
@@ -117,25 +68,25 @@ def test_aborted_entries_in_the_middle_are_skipped_and_the_rest_delivered():
 def test_a_planned_entry_that_is_no_longer_stored_is_data_loss_at_once():
     started = time.monotonic()
     with pytest.raises(DataLossError, match=r"5:2.*failOnDataLoss=false"):
-        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage(5, 0), FakeMessage(5, 1)]),
+        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=60_000), FakeReader([FakeMessage.at(5, 0), FakeMessage.at(5, 1)]),
                lambda pos: None if pos >= (5, 2) else EntryHeaders())
     assert time.monotonic() - started < 5
 
 
 def test_a_stored_entry_that_never_arrives_times_out_naming_the_option():
     with pytest.raises(ReadTimeout, match=r"pollTimeoutMs=600"):
-        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=600), FakeReader([FakeMessage(5, 0)]))
+        values(task((5, -1), (5, 3), ((5, 0, 4),), poll_ms=600), FakeReader([FakeMessage.at(5, 0)]))
 
 
 def test_every_message_of_the_last_batched_entry_is_read_when_the_range_ends_before_the_next_ledger():
     # Planning checkpoints a range that ends a closed ledger as "before ledger 8" (8, -1).
-    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(8, 0, 0)]
+    msgs = [FakeMessage.at(5, 0, i) for i in range(3)] + [FakeMessage.at(5, 1, i) for i in range(4)] + [FakeMessage.at(8, 0, 0)]
     got = values(task((5, -1), (8, -1), ((5, 0, 2),)), FakeReader(msgs))
     assert len(got) == 7 and got[-1] == b"5:1:3"
 
 
 def test_without_an_entry_list_a_range_ending_before_a_ledger_stops_at_that_ledger():
-    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(8, 0, 0), FakeMessage(8, 1, 0)]
+    msgs = [FakeMessage.at(5, 0, i) for i in range(3)] + [FakeMessage.at(8, 0, 0), FakeMessage.at(8, 1, 0)]
     got = values(task((5, -1), (8, -1), None), FakeReader(msgs))
     assert got == [b"5:0:0", b"5:0:1", b"5:0:2"]
 
@@ -157,7 +108,7 @@ class MovingTopicReader(FakeReader):
 
 
 def test_a_batched_end_entry_is_read_whole_while_the_topic_moves_to_another_broker():
-    msgs = [FakeMessage(5, 0, i) for i in range(3)] + [FakeMessage(5, 1, i) for i in range(4)] + [FakeMessage(5, 2, 0)]
+    msgs = [FakeMessage.at(5, 0, i) for i in range(3)] + [FakeMessage.at(5, 1, i) for i in range(4)] + [FakeMessage.at(5, 2, 0)]
     reader = MovingTopicReader(msgs, [pulsar.BrokerMetadataError("Consumer not found"), pulsar.NotConnected("x")])
     got = values(task((5, -1), (5, 1), ((5, 0, 2),)), reader)
     assert got == [f"5:{e}:{i}".encode() for e, n in ((0, 3), (1, 4)) for i in range(n)]
@@ -166,7 +117,7 @@ def test_a_batched_end_entry_is_read_whole_while_the_topic_moves_to_another_brok
 
 def test_a_reader_whose_broker_never_answers_fails_naming_the_option():
     failures: list[Exception] = [pulsar.BrokerMetadataError("Consumer not found") for _ in range(20)]
-    reader = MovingTopicReader([FakeMessage(5, 0, i) for i in range(3)], failures)
+    reader = MovingTopicReader([FakeMessage.at(5, 0, i) for i in range(3)], failures)
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"t-partition-0: the broker at pulsar://x:6650 did not say whether messages are "
                                            r"left \(BrokerMetadataError.*pollTimeoutMs=1200 ms"):
@@ -175,7 +126,7 @@ def test_a_reader_whose_broker_never_answers_fails_naming_the_option():
 
 
 def test_a_reader_error_a_retry_cannot_fix_fails_at_once():
-    reader = MovingTopicReader([FakeMessage(5, 0, i) for i in range(3)], [pulsar.AuthorizationError("not allowed")])
+    reader = MovingTopicReader([FakeMessage.at(5, 0, i) for i in range(3)], [pulsar.AuthorizationError("not allowed")])
     with pytest.raises(pulsar.AuthorizationError):
         values(task((5, -1), (5, 0), ((5, 0, 1),), poll_ms=60_000), reader)
     assert reader.asked == 1
@@ -184,16 +135,16 @@ def test_a_reader_error_a_retry_cannot_fix_fails_at_once():
 @pytest.mark.parametrize("runs", [((5, 1, 3),), None], ids=["planned", "unplanned"])
 def test_a_range_starting_and_ending_inside_batched_entries_reads_exactly_its_messages(runs):
     # Entries 5:1..5:3 of 4 messages each; the range is 5:1:2 (inclusive) .. 5:3:1 (exclusive).
-    msgs = [FakeMessage(5, e, i) for e in range(0, 5) for i in range(4)]
+    msgs = [FakeMessage.at(5, e, i) for e in range(0, 5) for i in range(4)]
     part = task((5, 0), (5, 3), runs).inside_entries((5, 1, 2), (5, 3, 1))
     assert values(part, FakeReader(msgs)) == [b"5:1:2", b"5:1:3", *(f"5:2:{i}".encode() for i in range(4)), b"5:3:0"]
 
 
 def test_a_range_inside_one_entry_and_an_unbatched_bound_entry():
-    msgs = [FakeMessage(5, 0, i) for i in range(6)] + [FakeMessage(5, 1)]
+    msgs = [FakeMessage.at(5, 0, i) for i in range(6)] + [FakeMessage.at(5, 1)]
     assert values(task((5, -1), (5, 0), ((5, 0, 1),)).inside_entries((5, 0, 1), (5, 0, 4)), FakeReader(msgs)) == \
         [b"5:0:1", b"5:0:2", b"5:0:3"]
     # A message that is not batched is index 0: a start past it skips it, an end past it reads it.
-    single = [FakeMessage(5, e) for e in range(4)]
+    single = [FakeMessage.at(5, e) for e in range(4)]
     assert values(task((5, -1), (5, 2), ((5, 0, 3),)).inside_entries((5, 0, 1), (5, 2, 1)), FakeReader(single)) == \
         [b"5:1:-1", b"5:2:-1"]

@@ -7,6 +7,7 @@ import time
 
 import pulsar
 import pytest
+from fakes import FakeClock
 
 from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.options import parse_options
@@ -22,19 +23,6 @@ from pulsar_throttled_source.retry import (
     http_status_transient,
     ownership_moving,
 )
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class Flaky:

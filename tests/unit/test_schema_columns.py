@@ -13,6 +13,8 @@ from decimal import Decimal
 import fastavro
 import pyarrow as pa
 import pytest
+from builders import add_row
+from fakes import FakeAdmin, FakeMessage
 
 from pulsar_throttled_source.reading.decoded_rows import DecodedColumns, UndecodablePayload
 from pulsar_throttled_source.schemas.avro_types import UnsupportedSchema, record_fields
@@ -106,34 +108,14 @@ def test_json_fields_are_read_by_name_with_logical_types_as_jackson_writes_them(
             decoder.decode(bad, 0)
 
 
-class FakeId:
-    def ledger_id(self): return 5
-    def entry_id(self): return 7
-    def batch_index(self): return 2
-
-
-class FakeMessage:
-    def __init__(self, payload: bytes | None, version: int = 1, key: str = "") -> None:
-        self.payload, self.version, self.key = payload, version, key
-
-    def has_null_value(self): return self.payload is None
-    def data(self): return self.payload or b""
-    def int_schema_version(self): return self.version
-    def partition_key(self): return self.key
-    def event_timestamp(self): return 0
-    def properties(self): return {"p": "1"}
-    def message_id(self): return FakeId()
-    def ordering_key(self): return ""
-
-
 def test_rows_hold_decoded_fields_null_values_and_undecodable_payloads_as_asked():
     writers = {0: json.dumps(V1), 1: json.dumps(V2)}
     for corrupt_records in (True, False):
         schema = ValueSchema("AVRO", json.dumps(V2), corrupt_records)
         columns = DecodedColumns(PayloadDecoder(schema, writers.get), "persistent://public/default/t-partition-1")
-        columns.add(FakeMessage(avro(V1, {"id": 1, "item": "tea"}), 0, key="k"), b"id1", 1000, "producer")
-        columns.add(FakeMessage(None), b"id2", 1000, "producer")  # a tombstone
-        columns.add(FakeMessage(b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
+        add_row(columns, FakeMessage(value=avro(V1, {"id": 1, "item": "tea"}), schema_version=0, key="k", props={"p": "1"}), b"id1", 1000, "producer")
+        add_row(columns, FakeMessage(value=None), b"id2", 1000, "producer")  # a tombstone
+        add_row(columns, FakeMessage(value=b"\xff\xff\xff\xff"), b"id3", 1000, "producer")
         if not corrupt_records:  # payloads are decoded as the batch is built
             with pytest.raises(UndecodablePayload, match="message 5:7:2 of .*t-partition-1 .*decodeErrorMode=permissive"):
                 columns.to_batch("persistent://public/default/t-partition-1", 1)
@@ -146,27 +128,19 @@ def test_rows_hold_decoded_fields_null_values_and_undecodable_payloads_as_asked(
         assert rows[0]["__partition"] == 1 and rows[0]["__messageProperties"] == [("p", "1")]
 
 
-class FakeAdmin:
-    def __init__(self, schemas: dict[str, dict | None]) -> None:
-        self.schemas = schemas
-
-    def topic_schema(self, topic: TopicName, version: int | None = None):
-        return self.schemas[topic.base.local]
-
-
 def test_the_layout_follows_the_topics_schema_and_topics_must_agree(caplog):
     avro_v2 = {"type": "AVRO", "data": json.dumps(V2), "version": 1}
     topics = [TopicName.parse("a"), TopicName.parse("b")]
-    same = value_schema_of(FakeAdmin({"a": avro_v2, "b": dict(avro_v2, data=json.dumps(V2, indent=2))}), topics, False)
+    same = value_schema_of(FakeAdmin(schemas={"a": avro_v2, "b": dict(avro_v2, data=json.dumps(V2, indent=2))}), topics, False)
     assert same is not None and same.kind == "AVRO" and [f.name for f in same.value_fields] == ["id", "item", "qty", "placed"]
-    assert value_schema_of(FakeAdmin({"a": None, "b": {"type": "BYTES", "data": ""}}), topics, False) is None
-    assert value_schema_of(FakeAdmin({"a": {"type": "STRING", "data": ""}}), topics[:1], False).kind == "STRING"
+    assert value_schema_of(FakeAdmin(schemas={"a": None, "b": {"type": "BYTES", "data": ""}}), topics, False) is None
+    assert value_schema_of(FakeAdmin(schemas={"a": {"type": "STRING", "data": ""}}), topics[:1], False).kind == "STRING"
     with pytest.raises(ValueError, match="carry different schemas .*a: AVRO.*b: NONE.*decodeSchema=false"):
-        value_schema_of(FakeAdmin({"a": avro_v2, "b": None}), topics, False)
+        value_schema_of(FakeAdmin(schemas={"a": avro_v2, "b": None}), topics, False)
     with pytest.raises(ValueError, match="carry different schemas"):
-        value_schema_of(FakeAdmin({"a": avro_v2, "b": {"type": "AVRO", "data": json.dumps(V1)}}), topics, False)
+        value_schema_of(FakeAdmin(schemas={"a": avro_v2, "b": {"type": "AVRO", "data": json.dumps(V1)}}), topics, False)
     with caplog.at_level(logging.WARNING, logger="pulsar_throttled_source"):
-        assert value_schema_of(FakeAdmin({"a": {"type": "PROTOBUF_NATIVE", "data": "x"}}), topics[:1], False) is None
+        assert value_schema_of(FakeAdmin(schemas={"a": {"type": "PROTOBUF_NATIVE", "data": "x"}}), topics[:1], False) is None
     assert "PROTOBUF_NATIVE schema, which this source does not decode yet" in caplog.text
 
 
@@ -176,7 +150,7 @@ def test_decimals_and_uuids_reach_arrow_as_their_column_types():
               "day": date(2024, 2, 29), "price": Decimal("12.50"), "ref": "0f8fad5b-d9cb-469f-a165-70867728950e",
               "blob": b"\x00", "ratio": 0.5}
     columns = DecodedColumns(PayloadDecoder(schema, lambda v: json.dumps(RICH)), "persistent://public/default/r")
-    columns.add(FakeMessage(avro(RICH, record), 0), b"id", 1000, "producer")
+    add_row(columns, FakeMessage(value=avro(RICH, record), schema_version=0), b"id", 1000, "producer")
     (row,) = columns.to_batch("persistent://public/default/r", -1).to_pylist()
     assert row["price"] == Decimal("12.50") and row["ref"] == "0f8fad5b-d9cb-469f-a165-70867728950e"
     assert row["address"] == {"city": "Oslo"} and row["attrs"] == [("x", 1)] and row["day"] == date(2024, 2, 29)

@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 
 import pytest
-from test_catalog_policies import FakeAdmin
-from test_planner import P0, P1, layout
+from builders import P0, P1, layout, stored_keys
+from fakes import FakeAdmin
 
 from pulsar_throttled_source import status as status_mod
 from pulsar_throttled_source.checkpoint_log import CheckpointError, committed_batch
@@ -110,25 +110,14 @@ def test_lag_per_partition_in_entries_messages_and_seconds_after_the_committed_p
     assert report["perPartition"]["persistent://public/default/gone-partition-0"]["latest"] is None
 
 
-class HeadersAdmin:
-    def __init__(self, slow: set[str] = frozenset()) -> None:
-        self.asked: list[tuple[str, int, int]] = []
-        self.slow = slow
-
-    def entry_headers(self, partition, ledger_id, entry_id):
-        self.asked.append((str(partition), ledger_id, entry_id))
-        if str(partition) in self.slow:
-            time.sleep(2)
-        return {"X-Pulsar-Publish-Time": "2024-01-01T00:00:00.000Z"}
-
-
 def test_one_publish_time_lookup_per_partition_behind_within_the_timeout():
-    admin = HeadersAdmin(slow={P1})
+    admin = FakeAdmin()
+    admin.slow = {P1}
     started = time.monotonic()
     found = status_mod.oldest_unread_ms(admin, {P0: EntryPosition(5, 10), P1: EntryPosition(6, 3)}, 0.5)
     assert time.monotonic() - started < 1.5
     assert found == {P0: 1704067200000}  # P1's answer came too late: no time lag, never a wrong one
-    assert sorted(admin.asked) == [(P0, 5, 10), (P1, 6, 3)]
+    assert sorted(admin.header_lookups) == [(P0, 5, 10), (P1, 6, 3)]
     assert status_mod.oldest_unread_ms(admin, {}, 0.5) == {}
 
 
@@ -152,17 +141,12 @@ def test_quota_buckets_are_read_rolled_to_now_and_never_created(tmp_path):
         "brokerTopic": {"buckets": 1, "windowUsed": None, "debtMessages": 0.0, "debtBytes": 0.0, "lastChargedSecondsAgo": None}}
     assert state["buckets"][f"topic:options:{P1}"]["usedMessages"] == 0.0
     assert state["store"] == f"sqlite:{path}"
-    assert sorted(store.keys()) == sorted([f"topic:options:{P0}", f"topic:options:{P1}", f"source:{QUERY_ID}",
+    assert stored_keys(store) == sorted([f"topic:options:{P0}", f"topic:options:{P1}", f"source:{QUERY_ID}",
                                            f"topic:broker:{P0}", f"topic:options:{TOPIC}-partition-9"])  # nothing written
 
 
-class StatusAdmin(FakeAdmin):
-    def entry_headers(self, partition, ledger_id, entry_id):
-        return {"x-pulsar-publish-time": "2024-01-01T00:00:00Z"}
-
-
 def test_the_command_reports_from_the_checkpoint_in_json_and_as_a_table(tmp_path, monkeypatch, capsys):
-    admin = StatusAdmin()
+    admin = FakeAdmin()
     admin.partitions[TOPIC] = 2
     admin.entries = {f"{TOPIC}-partition-0": 10, f"{TOPIC}-partition-1": 4}  # ledger 7
     admin.transactions = False

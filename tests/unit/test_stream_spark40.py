@@ -7,19 +7,9 @@ from __future__ import annotations
 
 import logging
 
-from test_planner import P0, P1, TOPIC, FakeCatalog, FakeClock, layout, positions, without_admin_lookups
-
-from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
-
-
-def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock, **options: object) -> LatestOffsetStreamReader:
-    raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite"),
-           "throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "10"}
-    raw |= {k: str(v) for k, v in options.items()}
-    r = LatestOffsetStreamReader(parse_options({k.lower(): v for k, v in raw.items()}), clock)
-    r._catalog = catalog  # type: ignore[assignment]
-    return without_admin_lookups(r)
+from builders import P0, P1, layout, positions
+from builders import reader40 as reader
+from fakes import FakeCatalog, FakeClock
 
 
 def test_a_fresh_query_starts_at_the_initial_offset_and_each_batch_follows_the_last(tmp_path, caplog):

@@ -9,6 +9,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from fakes import FakeClock
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.stress_readings import (
@@ -31,14 +32,6 @@ from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuo
 P0, P1 = "persistent://public/default/t-partition-0", "persistent://public/default/t-partition-1"
 CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
 ADMIN = "http://broker:8080"
-
-
-class Clock:
-    def __init__(self, now: float = 1_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def snap(at: float, pending: dict[str, int], throttled: dict[str, int | None] | None = None,
@@ -140,7 +133,7 @@ def test_others_throttled_is_clear_on_a_broker_that_does_not_report_the_counters
 
 
 def test_batch_duration_fires_when_the_median_batch_overruns_the_trigger():
-    clock = Clock(0.0)
+    clock = FakeClock(0.0)
     signal = BatchDurationSignal(2.0, clock)
     assert signal.read().state == "clear"  # no batch yet
 
@@ -161,7 +154,7 @@ def test_batch_duration_fires_when_the_median_batch_overruns_the_trigger():
 
 # -- fed to the controller ----------------------------------------------------------------------------
 def test_the_controller_backs_off_under_pending_adds_and_climbs_back_without(tmp_path: Path):
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     pending, throttled = PendingAddsSignal(), OthersThrottledSignal()
     ctl = CongestionController(CONFIG, ADMIN, SqliteQuotaStore(str(tmp_path / "q.sqlite")), [pending, throttled], clock)
     seen = []
@@ -178,7 +171,7 @@ def test_the_controller_backs_off_under_pending_adds_and_climbs_back_without(tmp
 
 
 def test_a_broker_restart_holds_m_with_one_warning(caplog: pytest.LogCaptureFixture):
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     samples = LatencySamples()
     ctl = CongestionController(CONFIG, ADMIN, MemoryQuotaStore(), [LookupLatencySignal(samples)], clock)
     samples.record(0.01)
@@ -201,7 +194,7 @@ def test_a_broker_restart_holds_m_with_one_warning(caplog: pytest.LogCaptureFixt
 def test_two_planners_back_off_together_on_one_planners_signal(tmp_path: Path):
     """Two queries (two Spark applications) on one host: only the first sees its batches overrun; both apply the
     cluster's m, through the SQLite file, from the next window on."""
-    clock = Clock(2_000_000.0)
+    clock = FakeClock(2_000_000.0)
     path = str(tmp_path / "shared.sqlite")
     late, on_time = BatchDurationSignal(1.0, clock), BatchDurationSignal(1.0, clock)
     first = CongestionController(CONFIG, ADMIN, SqliteQuotaStore(path), [late], clock)
@@ -253,7 +246,7 @@ def test_publish_latency_fires_once_per_slow_stats_period_and_holds_when_unreada
     assert signal.read().state == "clear"  # the same period read again: no new evidence
     page[0] = metrics_page({"1": 95, "5": 4, "10": 1})
     assert signal.read().state == "clear"  # 10 ms: over 3x 5 ms but not over the 10 ms floor
-    clock = Clock()
+    clock = FakeClock(1_000_000.0)
     ctl = CongestionController(CONFIG, ADMIN, MemoryQuotaStore(), [signal], clock)
     page[0] = ConnectionError("metrics endpoint down")
     clock.now += 10

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from test_planner import P0, P1, TOPIC, FakeCatalog, layout, positions, reader, unlimited
+from builders import P0, P1, TOPIC, layout, positions, reader, unlimited
+from fakes import FakeCatalog
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.reading.errors import DataLossError

@@ -3,76 +3,17 @@
 from __future__ import annotations
 
 import pytest
+from builders import P0, P1, TOPIC, demand, entries, stored_keys
+from fakes import FakeClock
 
-from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
 from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
+from pulsar_throttled_source.throttling.model import Admission
 from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
 
-TOPIC = "persistent://public/default/t"
-P0 = f"{TOPIC}-partition-0"
-P1 = f"{TOPIC}-partition-1"
 P2 = f"{TOPIC}-partition-2"
 P3 = f"{TOPIC}-partition-3"
 UNLIMITED = Rate()
-
-
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-def entries_holding(counts: list[int]) -> LearnEntries:
-    """A backlog whose entries hold `counts` messages each, learned the way the planner does:
-    the entries that hold the asked-for messages, and one more."""
-
-    def learn(msgs: float, size: float) -> LearnedEntries:
-        known, total = [], 0
-        for count in counts:
-            known.append(count)
-            if total >= msgs:
-                break
-            total += count
-        return LearnedEntries(EntryValues(tuple(known)))  # bytes: the ledger averages
-
-    return learn
-
-
-def demand(
-    partition: str = P0,
-    backlog: int = 1000,
-    entry_bytes: int = 100,
-    msgs_per_entry: int | list[int] | None = 1,
-    topic: Rate | None = None,
-    subscription: Rate | None = None,
-    subscription_name: str = "sub",
-    publish_msgs: float = 0.0,
-    publish_bytes: float = 0.0,
-    topic_rates: tuple[tuple[str, Rate], ...] | None = None,
-) -> PartitionDemand:
-    counts = [msgs_per_entry] * backlog if isinstance(msgs_per_entry, int) else msgs_per_entry
-    return PartitionDemand(
-        partition=partition,
-        subscription=subscription_name,
-        backlog_entries=backlog,
-        bytes_for=lambda k: float(k * entry_bytes),
-        learn_entries=None if counts is None else entries_holding(counts),
-        publish_rate_msgs=publish_msgs,
-        publish_rate_bytes=publish_bytes,
-        topic_rates=topic_rates
-        if topic_rates is not None
-        else ((("options", topic),) if topic else ()),
-        subscription_rates=(("options", subscription),) if subscription else (),
-    )
 
 
 def engine(
@@ -88,10 +29,6 @@ def engine(
         store if store is not None else MemoryQuotaStore(),
         clock=clock,
     )
-
-
-def entries(admissions: list[Admission]) -> list[int]:
-    return [a.entries for a in admissions]
 
 
 # --- windows and debt --------------------------------------------------------------------
@@ -197,7 +134,7 @@ def test_topic_quota_from_options_and_broker_are_anded_with_separate_buckets() -
     [admission] = quota.plan([demand(topic_rates=rates)])
     assert admission.entries == 5
     assert admission.held_back == "broker topic quota exhausted (msgs)"
-    assert store.keys() == [f"topic:broker:{P0}", f"topic:options:{P0}"]
+    assert stored_keys(store) == [f"topic:broker:{P0}", f"topic:options:{P0}"]
 
 
 def test_each_partition_of_a_topic_has_its_own_topic_bucket() -> None:
@@ -207,7 +144,7 @@ def test_each_partition_of_a_topic_has_its_own_topic_bucket() -> None:
     demands = [demand(P0, topic=topic), demand(P1, topic=topic)]
     assert entries(quota.plan(demands)) == [10, 10]
     assert entries(quota.plan(demands)) == [0, 0]
-    assert store.keys() == [f"topic:options:{P0}", f"topic:options:{P1}"]
+    assert stored_keys(store) == [f"topic:options:{P0}", f"topic:options:{P1}"]
 
 
 def test_two_subscriptions_on_one_partition_share_the_topic_bucket_only() -> None:
@@ -221,7 +158,7 @@ def test_two_subscriptions_on_one_partition_share_the_topic_bucket_only() -> Non
     [b] = second.plan([demand(topic=topic, subscription=subscription, subscription_name="s2")])
     assert (a.entries, a.held_back) == (6, "subscription quota exhausted (msgs)")
     assert (b.entries, b.held_back) == (4, "topic quota exhausted (msgs)")
-    assert store.keys() == [
+    assert stored_keys(store) == [
         f"subscription:options:s1:{P0}",
         f"subscription:options:s2:{P0}",
         f"topic:options:{P0}",
@@ -479,7 +416,7 @@ def test_no_quota_admits_everything_without_charging() -> None:
     quota = engine(FakeClock(), store)
     [admission] = quota.plan([demand(backlog=123, topic=Rate(msgs=-1, bytes=-1))])
     assert (admission.entries, admission.unthrottled) == (123, "no quota")
-    assert store.keys() == []
+    assert stored_keys(store) == []
 
 
 def test_rate_and_config_validation() -> None:
@@ -540,12 +477,12 @@ def test_buckets_unused_for_a_day_are_purged_once_an_hour(tmp_path) -> None:
         conn.execute("UPDATE buckets SET updated_at = updated_at - ?", (STALE_BUCKET_S + 60,))
     quota = engine(clock, store)
     quota.plan([demand(topic=Rate(msgs=10))])
-    assert not [key for key in store.keys() if "gone" in key] and store.keys()
+    assert not [key for key in stored_keys(store) if "gone" in key] and stored_keys(store)
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE buckets SET updated_at = updated_at - ?", (STALE_BUCKET_S + 60,))
     clock.advance(PURGE_EVERY_S - 1)
     quota.plan([demand(backlog=0, topic=Rate(msgs=10))])  # nothing charged, and not the hour yet
-    assert store.keys()
+    assert stored_keys(store)
     clock.advance(1)
     quota.plan([demand(backlog=0, topic=Rate(msgs=10))])
-    assert store.keys() == []
+    assert stored_keys(store) == []

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from builders import stored_keys
 
 from pulsar_throttled_source.throttling.store import BucketState, MemoryQuotaStore, SqliteQuotaStore
 
@@ -72,10 +73,10 @@ def test_memory_store_purge_and_pickle() -> None:
     with store.transaction() as tx:
         tx.put("old", BucketState(1, 1.0, 1.0))
     copy = pickle.loads(pickle.dumps(store))
-    assert copy.keys() == ["old"]
+    assert stored_keys(copy) == ["old"]
     assert store.purge_older_than(3600) == 0
     assert store.purge_older_than(-1) == 1  # everything is older than "one second ahead"
-    assert store.keys() == []
+    assert stored_keys(store) == []
 
 
 # --- sqlite ------------------------------------------------------------------------------
@@ -89,7 +90,7 @@ def test_sqlite_creates_parent_dir_table_and_wal(tmp_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         columns = [row[1] for row in conn.execute("PRAGMA table_info(buckets)")]
     assert columns == ["key", "window", "used_msgs", "used_bytes", "updated_at"]
-    assert store.keys() == []
+    assert stored_keys(store) == []
 
 
 def test_sqlite_two_instances_on_one_file_see_each_others_writes(tmp_path: Path) -> None:
@@ -197,7 +198,7 @@ def test_sqlite_purge_older_than(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE buckets SET updated_at = updated_at - 7200 WHERE key = 'stale'")
     assert store.purge_older_than(3600) == 1
-    assert store.keys() == ["fresh"]
+    assert stored_keys(store) == ["fresh"]
 
 
 def test_sqlite_unopenable_path_is_a_clear_error(tmp_path: Path) -> None:
