@@ -205,3 +205,13 @@ def batch_rows(output: Path) -> dict[int, int]:
             files = [json.loads(line)["path"] for line in entry.read_text().splitlines()[1:]]
             rows[int(entry.name)] = sum(pq.read_metadata(f.removeprefix("file://")).num_rows for f in files)
     return rows
+
+
+def wait_sources_started(query, timeout_s: float = 60.0) -> None:
+    """Until a started query's sources are initialized (its Python streaming source runner connected back).
+
+    Spark gives that runner a fixed 10 s to connect back (PythonWorkerFactory, not configurable); several
+    started at once on 2 cores while other JVMs start can miss it ("Python worker failed to connect back"),
+    so tests that run queries side by side start them one after another's sources are up."""
+    wait_until(lambda: not query.isActive or query.status["message"] != "Initializing sources", timeout_s,
+               what=f"query {query.id} to initialize its sources")

@@ -12,7 +12,7 @@ from datetime import date, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from helpers import create_topic
+from helpers import create_topic, wait_sources_started
 from java_producer import JavaProducer
 from streaming import Collected, source_options, start_collecting
 
@@ -125,6 +125,7 @@ def test_every_primitive_key_value_and_plain_message_reads_as_written(spark, bro
             sinks[name] = Collected()
             queries[name] = start_collecting(spark, source_options(broker, written[name][0], startingOffsets="earliest"),
                                              sinks[name], tmp_path / name, availableNow=True)
+            wait_sources_started(queries[name])  # side by side, but their planner processes started one at a time
         for name, query in queries.items():
             assert query.awaitTermination(180), name
             assert query.exception() is None, f"{name}: {query.exception()}"
