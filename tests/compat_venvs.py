@@ -2,7 +2,7 @@
 (the newest 4.0.x and 4.1.x, as Databricks 17.3 LTS and 18.x LTS run them), for the compat tests.
 
 Each venv holds that PySpark, the package's runtime dependencies, its `plots` extra (the notebook's plot cell)
-and `metrics` extra (progress_job.py runs the metrics listener) from pyproject.toml, and ipykernel (the notebook
+and `metrics` extra (compat_job.py runs the metrics listener) from pyproject.toml, and ipykernel (the notebook
 test runs a kernel in it), never the package itself: the tests put the checkout on PYTHONPATH, so a cached venv
 always runs today's code.
 Built once per machine (under ~/.cache, like the Pulsar jars); `make test` builds them before the

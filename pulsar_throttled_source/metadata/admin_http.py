@@ -26,7 +26,7 @@ import requests
 
 from ..credentials import Credentials, TlsSettings
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
-from ..shared_types import AdminEndpoint
+from ..shared_types import AdminEndpoint, redacted
 from .admin_auth import AuthenticationFailed, authenticator
 from .service_tls import certificate_fix
 
@@ -155,12 +155,13 @@ class AdminHttp:
     def get_text(self, url: str, what: str) -> str:
         """GET a page of the broker's web service beside the admin API (its Prometheus /metrics), with this session's
         credentials and TLS; one attempt, no retries (a caller that cannot read it goes on without). Raises AdminError."""
+        shown = redacted(url)  # a password in the URL reaches no log, error or progress report
         try:
             resp = self._session.get(url, timeout=self.timeout_s, verify=self._verify)
         except (AuthenticationFailed, requests.exceptions.RequestException) as e:
-            raise AdminError(f"Cannot read {url} while {what} ({type(e).__name__})") from None
+            raise AdminError(f"Cannot read {shown} while {what} ({type(e).__name__})") from None
         if resp.status_code >= 400:
-            raise AdminError(f"{url} answered HTTP {resp.status_code} while {what}")
+            raise AdminError(f"{shown} answered HTTP {resp.status_code} while {what}")
         return resp.text
 
     def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,

@@ -116,7 +116,7 @@ def url(opts: Opts, name: str) -> str:
     except ValueError:
         port_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
-        raise ValueError(f"Option '{name}': '{raw}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+        raise ValueError(f"Option '{name}': '{redacted(raw)}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
     return raw.rstrip("/")
 
 

@@ -1,16 +1,27 @@
 """Run by test_spark_versions.py with an older PySpark (4.0/4.1): a throttled processing-time read
 stopped and restarted on one checkpoint, then Trigger.AvailableNow followed by a processing-time
-catch-up on a second topic. Prints one RESULT line of JSON; the test checks it against what it sent."""
+catch-up on a second topic; then (issue 39) a throttled query over a third topic watched by the
+quickstart notebook's own watch cell (its source, run as it is) and left idle, with the metrics
+listener (pulsar_throttled_source.metrics) exporting each progress event. Prints one RESULT line of
+JSON; the test checks it against what it sent. Runs on 4.3 too (pass sys.executable) when checking by hand."""
 
+import contextlib
+import io
 import json
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pyspark
+from prometheus_client import CollectorRegistry
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQueryListener
 
-service_url, admin_url, topic, an_topic, workdir, total, an_total = sys.argv[1:8]
+from pulsar_throttled_source.metrics import PulsarThrottleMetrics
+from pulsar_throttled_source.query_progress import source_report
+
+service_url, admin_url, topic, an_topic, progress_topic, workdir, total, an_total, notebook = sys.argv[1:10]
 spark = (SparkSession.builder.master("local[2]").appName("compat").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -53,6 +64,71 @@ def run(name: str, out: str, trigger: dict, done: Callable[[int], bool] | None =
     return [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
 
 
+class Compare(StreamingQueryListener):
+    """Added after the metrics listener: Spark's bus calls them in order, so the registry holds this event's values."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.registry, self.pairs = registry, []
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        report = source_report(event.progress)
+        if report is not None:
+            labels = {"query_id": str(event.progress.id), "query_name": "", "source": "0"}
+            self.pairs.append([[report["entriesBehindLatest"], report["secondsBehindLatest"]],
+                               [self.registry.get_sample_value(f"pulsar_throttled_{name}_behind_latest", labels)
+                                for name in ("entries", "seconds")]])
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass
+
+
+def watch_and_idle() -> dict:
+    """The notebook's watch cell over a throttled query (the names it reads: QUOTA, PARTITIONS,
+    WATCH_SECONDS, df, query), then 4 s idle and caught up: no batch, no offset written."""
+    registry = CollectorRegistry()
+    listeners = [PulsarThrottleMetrics(registry=registry), Compare(registry)]
+    for listener in listeners:
+        spark.streams.addListener(listener)
+    quota = 5
+    df = (spark.readStream.format("pulsar-throttled").option("service.url", service_url).option("admin.url", admin_url)
+          .option("topic", progress_topic).option("startingOffsets", "earliest").option("throttlingMode", "batch")
+          .option("metadataRefreshIntervalMs", "200").option("dispatchThrottlingRatePerTopicInMsg", str(quota))
+          .option("quotaStatePath", f"{workdir}/quota.sqlite").load())
+    delivered: dict[int, tuple[int, int, int]] = {}  # batch -> rows, entries, value bytes (as the notebook's sink)
+
+    def count_batch(batch, batch_id: int) -> None:
+        rows = batch.selectExpr("length(value) as n").collect()
+        delivered[batch_id] = (len(rows), len(rows), sum(r.n for r in rows))  # one message per entry
+
+    checkpoint = Path(workdir) / "progress.ckpt"
+    query = (df.writeStream.foreachBatch(count_batch).trigger(processingTime="1 second")
+             .option("checkpointLocation", str(checkpoint)).start())
+    cells = [c for c in json.loads(Path(notebook).read_text())["cells"] if c["cell_type"] == "code"]
+    watch = next("".join(c["source"]) for c in cells if "source_report(" in "".join(c["source"]))
+    printed = io.StringIO()
+    # The names the cell reads, as the notebook's earlier cells define them.
+    names = {"time": time, "query": query, "delivered": delivered, "QUOTA": quota, "PARTITIONS": 2, "WATCH_SECONDS": 120}
+    with contextlib.redirect_stdout(printed):
+        exec(watch, names)  # noqa: S102  (the notebook's cell, as a reader of the notebook runs it)
+    batches, offsets = len(delivered), len(list((checkpoint / "offsets").iterdir()))
+    time.sleep(4)  # idle and caught up
+    watched = {"printed": printed.getvalue(),
+               "reports": [source_report(p) for p in query.recentProgress if p["numInputRows"]],
+               "idle": source_report(query.lastProgress), "idle_batches": len(delivered) - batches,
+               "idle_offsets": len(list((checkpoint / "offsets").iterdir())) - offsets,
+               "last_progress_json": query.lastProgress.json, "metric_pairs": listeners[1].pairs}
+    query.stop()
+    for listener in listeners:
+        spark.streams.removeListener(listener)
+    return watched
+
+
 pt = {"processingTime": "200 milliseconds"}
 result: dict = {"pyspark": pyspark.__version__}
 # A throttled processing-time read, stopped part-way, then restarted on the same checkpoint.
@@ -65,5 +141,6 @@ result["available_now"] = run(an_topic, "an", {"availableNow": True})
 result["after_available_now"] = rows("an")
 result["catch_up"] = run(an_topic, "an", pt, lambda n: len(result["after_available_now"]) + n >= int(an_total))
 result["an"] = rows("an")
+result["watched"] = watch_and_idle()
 print("RESULT " + json.dumps(result), flush=True)
 spark.stop()

@@ -2,7 +2,7 @@
 that falls batch by batch to 0, a time lag that matches the publish times of the messages left, the
 quota level that holds partitions back named as the lowest one, a caught-up query at 0 lag that
 runs no empty batches although its report changes with the clock, and the metrics listener's Prometheus
-endpoint showing each event's numbers. (4.0/4.1: test_progress_versions.py.)"""
+endpoint showing each event's numbers. (4.0/4.1: test_spark_versions.py.)"""
 
 from __future__ import annotations
 

@@ -491,12 +491,16 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
     ok, why = per_window_ok(batches, lambda b, q: b.msgs.get(q, 0), ceiling)
     assert ok, f"{why}\n{table}"
     # Draining: while backlog remains, each window delivers about the publish rate plus the
-    # margin (from the third batch on: the first plans know no publish rate yet), so the
-    # backlog shrinks by about the margin per window and is gone after several windows.
+    # margin, so the backlog shrinks by about the margin per window and is gone after several
+    # windows. The first plans know no publish rate yet: the rate is measured over a second of
+    # the broker's counters, read by the catalog's background refresh (every 300 ms here, each
+    # refresh slower on a loaded machine), so it is known from 2.5 s after the first plan on
+    # (the clean-clone run of 526de2e planned its third batch 1.3 s after the first, at the margin alone).
     drain = next((i for i, lag in enumerate(lag_after) if lag <= live_rate * PERIOD_S), None)
     assert drain is not None, f"never caught up\n{table}"
     assert drain >= 3, table
-    for b in batches[2:drain]:
+    learned = batches[0].planned[0] + 2.5
+    for b in [b for b in batches[:drain] if b.planned[0] >= learned]:
         rows = sum(x.rows for x in sharing_a_window(batches, b))
         assert rows >= 0.7 * live_rate * PERIOD_S + margin, f"batch {b.batch_id} drained too slowly\n{table}"
     # Bounded backlog once caught up: at most about one period of publishing plus the

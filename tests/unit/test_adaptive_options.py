@@ -83,6 +83,9 @@ def test_the_metrics_url_turns_on_the_publish_latency_signal():
     assert url == "http://broker:8080/metrics"
     with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingMetricsUrl': 'broker:8080' is not a valid URL")):
         parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="broker:8080")
+    with pytest.raises(ValueError, match=re.escape("'ftp://scraper:***@broker:8080/metrics' is not a valid URL")) as bad:
+        parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="ftp://scraper:pa55w0rd@broker:8080/metrics")
+    assert "pa55w0rd" not in str(bad.value)
 
 
 def test_the_metrics_url_without_its_parser_is_a_clear_error(monkeypatch):

@@ -285,6 +285,25 @@ def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
     assert "s1gnature" not in shown and token not in shown
 
 
+def test_a_password_in_the_metrics_url_is_never_shown(stub_admin_api, caplog):
+    # adaptiveThrottlingMetricsUrl may carry basic-auth credentials (a proxy in front of /metrics): what cannot
+    # be read is reported (the progress report's unreadable signal, a WARN) without them.
+    caplog.set_level(logging.DEBUG)
+    port = stub_admin_api.server_address[1]
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2)
+    _Scripted.statuses = [(200, b"# no metrics")]
+    assert admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{port}/metrics", "reading") == "# no metrics"
+    assert _Scripted.seen_auth[-1] is not None and _Scripted.seen_auth[-1].startswith("Basic ")  # the URL's credentials were sent
+    _Scripted.statuses = [403]
+    with pytest.raises(AdminError) as refused:
+        admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{port}/metrics", "reading the broker's publish latency")
+    with pytest.raises(AdminError) as unreachable:
+        admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{_closed_port()}/metrics", "reading")
+    assert "scraper:***@127.0.0.1" in str(refused.value) and "HTTP 403" in str(refused.value)
+    shown = "\n".join([caplog.text, str(refused.value), str(unreachable.value)])
+    assert "pa55w0rd" not in shown
+
+
 def test_read_task_lookups_wait_out_an_outage():
     """Read tasks look entries up on an admin URL the driver already planned with: a connection failure
     there is an outage (a broker restart), retried for pollTimeoutMs, never taken as a wrong URL."""
