@@ -3,7 +3,10 @@ stopped and restarted on one checkpoint, then Trigger.AvailableNow followed by a
 catch-up on a second topic; then (issue 39) a throttled query over a third topic watched by the
 quickstart notebook's own watch cell (its source, run as it is) and left idle, with the metrics
 listener (pulsar_throttled_source.metrics) exporting each progress event. Prints one RESULT line of
-JSON; the test checks it against what it sent. Runs on 4.3 too (pass sys.executable) when checking by hand."""
+JSON; the test checks it against what it sent. Last (issue 42), in the same Spark application, the spark-submit
+example's own main (examples/throttled_ingest.py --trigger availableNow, which calls
+pulsar_throttled_source.catch_up) catches a fourth topic up into parquet and stops the session; what it prints
+follows the RESULT line. Runs on 4.3 too (pass sys.executable) when checking by hand."""
 
 import contextlib
 import io
@@ -21,7 +24,7 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pulsar_throttled_source.metrics import PulsarThrottleMetrics
 from pulsar_throttled_source.query_progress import source_report
 
-service_url, admin_url, topic, an_topic, progress_topic, workdir, total, an_total, notebook = sys.argv[1:10]
+service_url, admin_url, topic, an_topic, progress_topic, catch_up_topic, workdir, total, an_total, notebook = sys.argv[1:11]
 spark = (SparkSession.builder.master("local[2]").appName("compat").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -143,4 +146,11 @@ result["catch_up"] = run(an_topic, "an", pt, lambda n: len(result["after_availab
 result["an"] = rows("an")
 result["watched"] = watch_and_idle()
 print("RESULT " + json.dumps(result), flush=True)
-spark.stop()
+# The example as spark-submit runs it: its main takes this session (getOrCreate) and stops it when done.
+sys.path.insert(0, str(Path(notebook).parent.parent / "examples"))
+from throttled_ingest import main  # noqa: E402
+
+main(["--service-url", service_url, "--admin-url", admin_url, "--topic", catch_up_topic, "--mode", "batch",
+      "--topic-rate-msgs", "4", "--trigger", "availableNow", "--timeout", "120",
+      "--checkpoint", f"{workdir}/catch_up.ckpt", "--output", f"{workdir}/catch_up",
+      "--option", f"quotaStatePath={workdir}/quota.sqlite"])

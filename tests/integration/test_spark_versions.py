@@ -5,7 +5,11 @@ once across a restart; Trigger.AvailableNow reads one throttled batch and stops,
 these lines (no reportLatestOffset): the source's report rides in the end offset, where the quickstart
 notebook's watch cell (run as it is) reads it; lag falls to 0, a caught-up query left idle runs no batch
 and writes no offset, and the metrics listener exports each event's lag. (4.3: test_query_progress.py, and
-the whole notebook on every line in test_notebook.py.)"""
+the whole notebook on every line in test_notebook.py.) Issue 42 on these lines: the spark-submit example with
+--trigger availableNow (its main, in the same application) detects that its PySpark has no admission control,
+drains a backlog on a processing-time trigger in several micro-batches, every one within the quota (counted from
+the file sink's own log of each batch's files), and stops once caught up; every payload once. (4.2+:
+test_catch_up.py and test_cluster.py.)"""
 
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ import subprocess
 from collections import Counter
 from pathlib import Path
 
+import pyarrow.parquet as pq
 from compat_venvs import ROOT, VERSIONS, compat_python
-from helpers import Sent, create_topic, produce
+from helpers import Sent, batch_rows, create_topic, produce
 
 PER_PARTITION = 5  # entries per partition per second, as compat_job sets the topic quota
 WATCHED = 20  # entries per partition of the watched query's topic, one message each: 4 batches at its quota
+CATCH_UP_RATE = 4  # entries per partition per second in the example's catch-up (--topic-rate-msgs)
 
 
 def test_throttled_exactly_once_and_restartable_on_older_spark(broker, admin, pulsar_client, unique, tmp_path: Path):
@@ -33,26 +39,29 @@ def test_throttled_exactly_once_and_restartable_on_older_spark(broker, admin, pu
         an_sent = produce(pulsar_client, an_topic, 12, prefix="an")
         progress_topic = create_topic(admin, f"compat-progress-{unique}-{version}", 2)
         produce(pulsar_client, progress_topic, 2 * WATCHED, prefix="watched")
+        catch_up_topic = create_topic(admin, f"compat-catch-up-{unique}-{version}", 2)
+        catch_up_sent = produce(pulsar_client, catch_up_topic, 24, prefix="catch-up")  # 12 entries per partition
         workdir = tmp_path / version
         workdir.mkdir()
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
         env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PYTHONPATH=str(ROOT))
         job = subprocess.Popen([str(python), str(Path(__file__).parent / "compat_job.py"), broker.service_url,
-                                broker.admin_url, topic, an_topic, progress_topic, str(workdir), str(len(sent)), str(len(an_sent)),
+                                broker.admin_url, topic, an_topic, progress_topic, catch_up_topic, str(workdir), str(len(sent)), str(len(an_sent)),
                                 str(ROOT / "notebooks" / "quickstart.ipynb")],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=workdir)
-        jobs[version] = (job, sent, an_sent)
-    for version, (job, sent, an_sent) in jobs.items():
+        jobs[version] = (job, sent, an_sent, catch_up_sent, workdir)
+    for version, (job, sent, an_sent, catch_up_sent, workdir) in jobs.items():
         try:
             out, err = job.communicate(timeout=400)
         finally:
             job.kill()
         check(version, job.returncode, out, err, sent, an_sent)
+        check_caught_up(version, out.split("RESULT ", 1)[1], workdir / "catch_up", catch_up_sent)
 
 
 def check(version: str, returncode: int, out: str, err: str, sent: list[Sent], an_sent: list[Sent]) -> None:
     assert returncode == 0, f"PySpark {version}: {err[-4000:]}"
-    result = json.loads(out.split("RESULT ", 1)[1])
+    result = json.loads(out.split("RESULT ", 1)[1].split("\n", 1)[0])  # the example prints after it
     assert result["pyspark"] == version
 
     # Exactly once across the restart, and each batch inside the topic quota (2 partitions).
@@ -68,6 +77,17 @@ def check(version: str, returncode: int, out: str, err: str, sent: list[Sent], a
     assert Counter(result["an"]) == Counter(s.payload.decode() for s in an_sent), version
     assert err.count("Trigger.AvailableNow and Trigger.Once read one throttled micro-batch") >= 4, version  # each query
     check_watched(version, result["watched"])
+
+
+def check_caught_up(version: str, printed: str, output: Path, sent: list[Sent]) -> None:
+    """The example's availableNow catch-up: a processing-time trigger on these lines, several batches, each in the quota."""
+    assert "Caught up (processingTime trigger)" in printed, (version, printed[-2000:])  # not stopped by --timeout
+    assert f"Done: {len(sent)} messages in " in printed, (version, printed[-2000:])
+    rows = batch_rows(output)
+    assert max(rows.values()) <= 2 * CATCH_UP_RATE, (version, rows)  # every batch within the quota (2 partitions)
+    assert len(rows) >= len(sent) // (2 * CATCH_UP_RATE), (version, rows)  # several batches
+    values = pq.read_table(output).column("value").to_pylist()
+    assert Counter(bytes(v) for v in values) == Counter(s.payload for s in sent), version  # each once
 
 
 def check_watched(version: str, watched: dict) -> None:
