@@ -27,7 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..positions import BEFORE_EARLIEST
+from ..positions import BEFORE_EARLIEST, Position
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
 from .layout import Backlog
@@ -36,7 +36,6 @@ from .stress_readings import LatencySamples
 if TYPE_CHECKING:
     from .admin import PulsarAdmin
 
-Position = tuple[int, int]  # (ledger id, entry id)
 Headers = Mapping[str, str] | None  # what a lookup answers; None: the entry is not stored any more
 
 LOOKUPS_PER_PLAN = 256  # per planning call, over all partitions

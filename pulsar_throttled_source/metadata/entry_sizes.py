@@ -27,8 +27,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..entry_values import EntryValues, LearnedEntries, LearnEntries
+from ..positions import Position
 from .entry_estimates import EntryEstimates
-from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Position, Waiter, lookup_pool, position_at, wait_for_answer
+from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Waiter, lookup_pool, position_at, wait_for_answer
 from .layout import Backlog
 from .stress_readings import LatencySamples
 from .uniform_batching import AlikeStretches

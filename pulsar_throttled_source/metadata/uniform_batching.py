@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..positions import Position
 from .entry_lookups import position_at
 from .layout import Backlog
 
@@ -24,7 +25,6 @@ GRID = 64  # entries of a ledger checked: those whose id is a multiple of this (
 LIKE_LEDGER = 0.05  # an entry within 5 % of its ledger's average entry size
 MAX_CHECKS = 16  # entries checked per call: a window of more than MAX_CHECKS * GRID entries is spread
 
-Position = tuple[int, int]
 # (messages, stored bytes or None) of the entries at the given backlog indexes; None where unknown.
 LookUp = Callable[[list[int]], list[tuple[float, float | None] | None]]
 
