@@ -34,7 +34,7 @@ from .options import SourceOptions
 from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
 from .planning.progress import ProgressReports
-from .planning.publish_rates import PublishRateTracker
+from .throttling.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges

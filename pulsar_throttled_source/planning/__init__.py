@@ -7,7 +7,7 @@ The Spark-facing reader (``..stream``) delegates each question to one module:
   engine in ``..throttling``), and the planner's log line.
 - ``data_loss``: what counts as loss (deleted ledgers or topics) and failOnDataLoss.
 - ``task_ranges``: a batch's offset ranges as Spark tasks (maxEntriesPerTask), with entry lists.
-- ``progress``: the backlog reported in Spark's query progress.
-- ``publish_rates``: publish rates and messages per entry from the broker's counters.
+- ``progress``: the backlog reported in Spark's query progress (messages per entry from
+  ``..throttling.publish_rates``).
 - ``trigger_floor``: minEntriesPerTrigger / maxTriggerDelay: whether an admitted batch runs now or waits.
 """

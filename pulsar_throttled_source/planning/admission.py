@@ -20,7 +20,7 @@ from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand
 from ..throttling.report import LevelReport
 from ..topics import TopicName
-from .publish_rates import PublishRateTracker
+from ..throttling.publish_rates import PublishRateTracker
 from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)

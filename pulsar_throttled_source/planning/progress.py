@@ -42,7 +42,7 @@ from ..metadata.publish_times import OldestUnread
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from .admission import TriggerOutcome
-from .publish_rates import msgs_per_entry
+from ..throttling.publish_rates import msgs_per_entry
 
 # The level names of the report (JSON keys, metric labels) for the labels the quota engine uses.
 LEVEL_KEYS = {SOURCE_LEVEL: "sourceWide", TOPIC_LEVEL: "topic", SUBSCRIPTION_LEVEL: "subscription",

@@ -23,7 +23,8 @@ so that options and metadata need nothing of it (the import contract in pyprojec
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
 - ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores);
   ``redis_store``: buckets in a Redis server (quotaStore); ``store_factory``: the one the options name.
-- ``estimators``: the smoothed publish rate, for quotas relative to it.
+- ``publish_rates``: publish rates per partition, measured from the broker's counters and smoothed, for
+  quotas relative to them; messages per entry from the same counters.
 - ``buckets``: bucket keys, effective quotas (incl. relative to publish rate), windows and
   pay-back of debt.
 - ``headroom``: which partitions of a large plan are so far below their quotas that an estimate will do.

@@ -1,9 +1,9 @@
-"""Publish rates from the broker's live counters (planning/publish_rates.py), on made-up snapshots."""
+"""Publish rates from the broker's live counters (throttling/publish_rates.py), on made-up snapshots."""
 
 from __future__ import annotations
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot, PublishStats
-from pulsar_throttled_source.planning.publish_rates import PublishRateTracker
+from pulsar_throttled_source.throttling.publish_rates import PublishRateTracker
 
 P = "persistent://public/default/t"
 

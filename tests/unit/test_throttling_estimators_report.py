@@ -8,7 +8,7 @@ import pytest
 
 from pulsar_throttled_source.entry_values import EntryValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.estimators import SmoothedPublishRates
+from pulsar_throttled_source.throttling.publish_rates import SmoothedPublishRates
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     SUBSCRIPTION_LEVEL,
