@@ -36,7 +36,7 @@ class AdaptiveThrottle:
         assert options.adaptive is not None
         self._options = options
         self._clock = clock
-        self.lookup_latency = LatencySamples()  # the entry lookups record into it (metadata/entry_lookups.py)
+        self.lookup_latency = LatencySamples()  # the entry lookups record into it (metadata/lookup_scheduler.py)
         self._pending = PendingAddsSignal()
         self._throttled = OthersThrottledSignal()
         interval = options.adaptive.trigger_interval_ms

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..positions import Position
-from .entry_lookups import position_at
+from .lookup_scheduler import position_at
 from .layout import Backlog
 
 GRID = 64  # entries of a ledger checked: those whose id is a multiple of this (and each ledger's first)

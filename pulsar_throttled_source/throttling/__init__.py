@@ -17,7 +17,7 @@ The model (see docs/THROTTLING.md):
   ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
-``buckets``, ``report`` and ``model``; ``store_factory`` uses both stores. The quota configuration
+``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses both stores. The quota configuration
 (Rate, QuotaConfig) and entry values live below the package (``..shared_types``, ``..entry_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
@@ -29,7 +29,9 @@ so that options and metadata need nothing of it (the import contract in pyprojec
   pay-back of debt.
 - ``headroom``: which partitions of a large plan are so far below their quotas that an estimate will do.
 - ``report``: the words: held-back reasons, per-level reports, the summary log line.
-- ``allocation``: the admission passes (proportional shares, fit, one-entry minimum,
+- ``partition_plan``: one partition's admission while it is worked out (whether throttling applies, how
+  its entries convert to messages and bytes, what it has been admitted and charged).
+- ``allocation``: the admission passes over those plans (proportional shares, fit, one-entry minimum,
   rotating order).
 - ``engine``: QuotaEngine, which ties them together around one store transaction.
 - ``congestion``: adaptiveThrottling's rule (AIMD steps of the quotas' multiplier m, one decision per window per
