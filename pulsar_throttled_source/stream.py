@@ -34,7 +34,6 @@ from .options import SourceOptions
 from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
 from .planning.progress import ProgressReports
-from .throttling.publish_rates import PublishRateTracker
 from .planning.read_limit import BatchLimit
 from .planning.start_positions import resolve_start
 from .planning.task_ranges import task_ranges
@@ -46,6 +45,7 @@ from .reading.read_path import describe_read_path, read_path_name
 from .schemas.columns import ValueSchema
 from .schemas.schema_guard import TopicSchemaGuard
 from .throttling.engine import QuotaEngine
+from .throttling.publish_rates import PublishRateTracker
 
 log = logging.getLogger(__name__)
 

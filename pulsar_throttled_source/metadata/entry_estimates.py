@@ -17,8 +17,8 @@ from functools import lru_cache
 from ..entry_values import EntryValues, LearnedEntries
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
-from .lookup_scheduler import LookupScheduler, Headers
 from .layout import Backlog
+from .lookup_scheduler import Headers, LookupScheduler
 
 ESTIMATE_REFRESH_S = 60.0  # how old a partition's messages per entry may grow before its newest entry is sampled
 MAX_ESTIMATES = 4096  # estimates kept, one per value: averages take many values over hours

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING
 from ..entry_values import EntryValues, LearnedEntries, LearnEntries
 from ..positions import Position
 from .entry_estimates import EntryEstimates
-from .lookup_scheduler import LOOKUP_WAIT_S, LookupScheduler, Waiter, lookup_pool, position_at, wait_for_answer
 from .layout import Backlog
+from .lookup_scheduler import LOOKUP_WAIT_S, LookupScheduler, Waiter, lookup_pool, position_at, wait_for_answer
 from .stress_readings import LatencySamples
 from .uniform_batching import AlikeStretches
 from .window_pricing import EXACT_AHEAD, PricedWindow, price_window, spread

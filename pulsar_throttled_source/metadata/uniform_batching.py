@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..positions import Position
-from .lookup_scheduler import position_at
 from .layout import Backlog
+from .lookup_scheduler import position_at
 
 GRID = 64  # entries of a ledger checked: those whose id is a multiple of this (and each ledger's first)
 LIKE_LEDGER = 0.05  # an entry within 5 % of its ledger's average entry size

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from ..entry_values import EntryValues, LearnedEntries, changed
-from .lookup_scheduler import CONCURRENT_LOOKUPS, LookupScheduler, EntrySize, position_at
 from .layout import Backlog
+from .lookup_scheduler import CONCURRENT_LOOKUPS, EntrySize, LookupScheduler, position_at
 from .uniform_batching import AlikeStretches
 
 EXACT_AHEAD = 64  # entries counted exactly ahead of a partition's start (a window of ~10-message entries)

@@ -18,9 +18,9 @@ from ..options import SourceOptions
 from ..shared_types import Rate
 from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand
+from ..throttling.publish_rates import PublishRateTracker
 from ..throttling.report import LevelReport
 from ..topics import TopicName
-from ..throttling.publish_rates import PublishRateTracker
 from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)

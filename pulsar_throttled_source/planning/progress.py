@@ -41,8 +41,8 @@ from ..metadata.catalog import CatalogSnapshot
 from ..metadata.publish_times import OldestUnread
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
-from .admission import TriggerOutcome
 from ..throttling.publish_rates import msgs_per_entry
+from .admission import TriggerOutcome
 
 # The level names of the report (JSON keys, metric labels) for the labels the quota engine uses.
 LEVEL_KEYS = {SOURCE_LEVEL: "sourceWide", TOPIC_LEVEL: "topic", SUBSCRIPTION_LEVEL: "subscription",

@@ -8,9 +8,9 @@ import time
 
 from ..positions import Position
 from ..read_task import PartitionRange
-from .task_lookup import TaskLookup
 from .errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
 from .range_entries import RangeAccount
+from .task_lookup import TaskLookup
 
 
 class RangeProgress:

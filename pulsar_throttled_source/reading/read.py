@@ -28,13 +28,13 @@ from .client_cache import (
     park_native_reader,
 )
 from .decoded_rows import DecodedColumns, decoder_for
-from .task_lookup import TaskLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
 from .native_library import native_library
 from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
+from .task_lookup import TaskLookup
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:

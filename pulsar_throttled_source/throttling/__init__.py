@@ -17,12 +17,13 @@ The model (see docs/THROTTLING.md):
   ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
-``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses both stores. The quota configuration
+``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
 (Rate, QuotaConfig) and entry values live below the package (``..shared_types``, ``..entry_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
-- ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores);
-  ``redis_store``: buckets in a Redis server (quotaStore); ``store_factory``: the one the options name.
+- ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);
+  ``memory_store``: buckets in one process (tests); ``sqlite_store``: in one sqlite file per host;
+  ``redis_store``: in a Redis server (quotaStore); ``store_factory``: the one the options name.
 - ``publish_rates``: publish rates per partition, measured from the broker's counters and smoothed, for
   quotas relative to them; messages per entry from the same counters.
 - ``buckets``: bucket keys, effective quotas (incl. relative to publish rate), windows and

@@ -54,8 +54,9 @@ RUNTIME_FILES = {
                                        "range_progress.py read.py read_path.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py model.py "
-                                          "partition_plan.py publish_rates.py redis_store.py report.py signals.py store.py store_factory.py",
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py memory_store.py "
+                                          "model.py partition_plan.py publish_rates.py redis_store.py report.py signals.py "
+                                          "sqlite_store.py store.py store_factory.py",
 }
 ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "top_level.txt", "licenses/LICENSE", "licenses/NOTICE"}

@@ -22,8 +22,9 @@ from pulsar_throttled_source.reading.arrow_rows import Columns
 from pulsar_throttled_source.shared_types import Rate
 from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 TOPIC = "persistent://public/default/orders"
 P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"

@@ -12,7 +12,8 @@ from fakes import FakeCatalog, FakeClock
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.stress_readings import BrokerStress
 from pulsar_throttled_source.throttling.congestion import cluster_key
-from pulsar_throttled_source.throttling.store import MultiplierState, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import MultiplierState
 
 ADMIN = "http://127.0.0.1:8080"
 QUOTA = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": 10, "admin.url": ADMIN}

@@ -10,8 +10,8 @@ from builders import P0, P1, backlog_after, entries_holding
 from fakes import FakeAdmin, FakeClock, LookupPools
 
 from pulsar_throttled_source.metadata.entry_estimates import ESTIMATE_REFRESH_S
-from pulsar_throttled_source.metadata.lookup_scheduler import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
+from pulsar_throttled_source.metadata.lookup_scheduler import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.window_pricing import EXACT_AHEAD, HEAD_CHUNK, REFINE_LOOKUPS, SAMPLES
 
 

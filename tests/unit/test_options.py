@@ -33,7 +33,7 @@ def test_quota_state_is_private_to_the_user_by_default(tmp_path, monkeypatch):
     import stat
     import tempfile
 
-    from pulsar_throttled_source.throttling.store import SqliteQuotaStore
+    from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     path = parse().quota_state_path

@@ -21,13 +21,14 @@ from pulsar_throttled_source.metadata.stress_readings import (
 )
 from pulsar_throttled_source.shared_types import AdaptiveConfig
 from pulsar_throttled_source.throttling.controller import CongestionController
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.signals import (
     BatchDurationSignal,
     LookupLatencySignal,
     OthersThrottledSignal,
     PendingAddsSignal,
 )
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 P0, P1 = "persistent://public/default/t-partition-0", "persistent://public/default/t-partition-1"
 CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows

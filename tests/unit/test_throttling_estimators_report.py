@@ -8,13 +8,13 @@ import pytest
 
 from pulsar_throttled_source.entry_values import EntryValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.publish_rates import SmoothedPublishRates
 from pulsar_throttled_source.throttling.model import (
     SOURCE_LEVEL,
     SUBSCRIPTION_LEVEL,
     TOPIC_LEVEL,
     PartitionDemand,
 )
+from pulsar_throttled_source.throttling.publish_rates import SmoothedPublishRates
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
 
 P0 = "persistent://public/default/t-partition-0"
