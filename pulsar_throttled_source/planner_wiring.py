@@ -1,9 +1,9 @@
 """The driver's planner (planning/micro_batch_planner.py) built from a stream's options: every collaborator made
 once, here, and handed to the planner's constructor.
 
-Spark pickles the stream reader to the Python process where it plans, so the reader calls this there, at its
-first planning call (never in read tasks): the admin session, the catalog's refresh thread and the quota store
-live in that process only.
+The stream reader calls this at its first planning call, in the long-lived Python process where Spark plans
+(never in read tasks, which get pickled copies of a reader that never planned): the admin session, the catalog's
+refresh thread and the quota store live in that process only (docs/PROCESSES.md).
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 (stream_spark42: admission control, 4.2+; stream_spark40: latestOffset() only, 4.0 and 4.1).
 
 It only answers Spark's calls: offsets cross as JSON here, and every question goes to the query's
-planner (planning/micro_batch_planner.py), built once by planner_wiring.py in the one long-lived Python
-process where Spark plans (the reader is pickled there first, and into every read task: it carries the
-options only, and builds the planner at its first planning call).
+planner (planning/micro_batch_planner.py), built once by planner_wiring.py at the first planning call, in
+the one long-lived Python process where Spark plans. Read tasks get pickled copies of a reader that never
+planned: it carries the options only (docs/PROCESSES.md).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         self._last_planned: tuple[dict, SourceOffset] | None = None  # the last end offset handed to Spark, and parsed
 
     def __getstate__(self) -> dict:
-        # Pickled into the planner process and every read task: the options, not the driver's planner.
+        # Pickled into read tasks (and by any caller that pickles a planned reader): the options, never the planner.
         return {**self.__dict__, "_planner": None, "_last_planned": None}
 
     @property
