@@ -17,4 +17,9 @@ Planning never reads messages; it plans from what these modules report:
   a grid) and ``entry_estimates`` (estimates without waiting, refreshed by background samples).
 - ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).
 - ``durable_cursor``: the optional durable subscription that follows the query's commits.
+- ``publish_times``: the publish time of each partition's oldest unread entry (the progress report's time lag).
+- ``admin_auth``: the admin API's side of each authentication method (token files read again, OAuth2 tokens
+  fetched again); ``service_tls``: the broker's certificate looked at once, at load.
+- ``stress_readings``: what adaptiveThrottling's signals read (lookup latency, pending adds, other
+  subscriptions' throttling counters); ``broker_metrics``: the broker's publish latency from its metrics page.
 """

@@ -7,6 +7,7 @@ or a meaning is written once. Rules that involve several options live in parse.p
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Literal
 
@@ -214,3 +215,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
 
 def settings(prefix: str) -> tuple[SettingSpec, ...]:
     return tuple(s for s in SETTINGS if s.prefix == prefix)
+
+
+def describe_options() -> str:
+    """Every option as help() shows it (the data source's docstring), from the same specs as the README's table."""
+    lines = []
+    for spec in SPECS:
+        default = f" (default: {spec.readme_default})" if spec.readme_default else ""
+        lines.append(f"  {spec.name}{default}\n" + textwrap.fill(spec.meaning.replace("`", ""), 100, initial_indent=" " * 6,
+                                                                 subsequent_indent=" " * 6))
+    return "\n".join(lines)

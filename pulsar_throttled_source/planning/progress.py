@@ -66,8 +66,8 @@ class Lags(NamedTuple):
 
 
 class ProgressReports:
-    """The reader's reports, one per planning call: holds the publish-time lookups (built lazily: the
-    reader is pickled to the runner first), and the lags of the last snapshot and end, which idle polls
+    """The planner's reports, one per planning call: holds the publish-time lookups (built at the first
+    report, their thread pool with them), and the lags of the last snapshot and end, which idle polls
     (~90 a second, the same snapshot and end) reuse: each then costs the lookups' bookkeeping only."""
 
     def __init__(self, oldest_unread: Callable[[], OldestUnread], clock: Callable[[], float], per_partition: bool) -> None:

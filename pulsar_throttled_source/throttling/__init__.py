@@ -37,7 +37,7 @@ so that options and metadata need nothing of it (the import contract in pyprojec
 - ``engine``: QuotaEngine, which ties them together around one store transaction.
 - ``congestion``: adaptiveThrottling's rule (AIMD steps of the quotas' multiplier m, one decision per window per
   cluster); ``controller``: CongestionController, which the planner calls at every plan for m (uses ``congestion``
-  and ``store``); the engine scales every quota by it.
+  and ``store``); the engine scales every quota by it; ``signals``: the stress signals it reads.
 
 Nothing is re-exported here, so importing ``throttling.model`` loads only the model.
 """
