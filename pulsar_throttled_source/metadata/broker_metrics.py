@@ -8,8 +8,8 @@ acknowledgement (PersistentTopic.recordAddLatency), both over the broker's last 
   ``managedLedgerStatsPeriodSeconds`` (60 s by default); coarse (bucket bounds 5, 10, 20, 50 ... ms). Read where the
   summary is absent (a broker that does not expose it) or empty.
 
-The broker also serves the page from a cache refreshed at most every ``managedLedgerStatsPeriodSeconds`` (with
-``metricsBufferResponse``). A new period replaces the figures, so the same figures read twice mean no new evidence.
+With ``metricsBufferResponse=true`` the broker also serves the page from a cache as old as
+``managedLedgerStatsPeriodSeconds`` (1 s otherwise). A new period replaces the figures, so the same figures read twice mean no new evidence.
 Parsed with prometheus_client's text parser (the ``adaptive`` extra); the decision on them is
 throttling/signals.py's PublishLatencySignal.
 """
