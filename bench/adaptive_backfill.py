@@ -227,7 +227,9 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for name, options in scenarios:
             admin.unload_topic(backlog)  # out of the broker's cache: every scenario reads from the bookie
-            time.sleep(1.0)
+            # A stats period with no backfill in between: the adaptive query's first reading of the broker's publish
+            # latency (its baseline) is not the previous scenario's load.
+            time.sleep(max(1.0, args.stats_period + 1.0))
             if options is None:
                 start = time.time()
                 time.sleep(args.seconds)
