@@ -152,8 +152,11 @@ SPECS: tuple[OptionSpec, ...] = (
                expected="a positive duration: milliseconds (e.g. 5000), or a number and a unit ms, s, m, min, h, d (e.g. 5s)"),
     OptionSpec("adaptiveThrottlingMetricsUrl", "url", None,
                "With adaptiveThrottling: the broker's Prometheus metrics page (e.g. http://broker:8080/metrics/), read once "
-               "per window with the admin API's credentials; its publish latency (pulsar_storage_write_latency_le_*) is then "
-               "a stress signal (publishLatency). Needs the adaptive extra (prometheus-client).",
+               "per window with the admin API's credentials; the p99 publish latency of the broker's last stats period "
+               "(pulsar_broker_publish_latency, else pulsar_storage_write_latency_le_*) is then a stress signal "
+               "(publishLatency). It changes once per statsUpdateFrequencyInSecs / managedLedgerStatsPeriodSeconds (60 s by "
+               "default; lower them on the broker, e.g. to 5 s, for it to act sooner). Needs the adaptive extra "
+               "(prometheus-client).",
                allowed=("http", "https")),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
