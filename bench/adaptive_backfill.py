@@ -9,8 +9,11 @@ topic is unloaded first), by a Spark streaming query (local[2], a 1 s processing
 --seconds per scenario (from its first batch on):
 - idle: no backfill (the producer's baseline);
 - static at the ceiling (--ceiling entries per second per partition, batch mode);
-- adaptive at the same ceiling (adaptiveThrottling, 2 s controller windows, +10 points a clear window, and
-  adaptiveThrottlingTriggerInterval=1s: the batchDuration signal with the others);
+- adaptive at the same ceiling (adaptiveThrottling, 2 s controller windows, +10 points a clear window,
+  adaptiveThrottlingTriggerInterval=1s: the batchDuration signal, and adaptiveThrottlingMetricsUrl: the
+  publishLatency signal, with the others), as a user who wants the broker's publish latency to count would set it:
+  the broker's stats period lowered to --stats-period seconds (statsUpdateFrequencyInSecs and
+  managedLedgerStatsPeriodSeconds, 60 s by default), or that signal could move m once a minute at most;
 - static sweep: ceiling / 2, / 4, / 8.
 Per scenario: the producer's p50 / p99 publish latency, and the backfill's throughput (messages read per second,
 from the query's progress). Then the target of issue 40: the latency bound is 1.5 x the idle p99; the best static
@@ -18,6 +21,7 @@ quota meeting it, and the adaptive backfill's throughput against that one's (tar
 the bound. Exit status 0 either way: the figures are the point (bench/README.md).
 
     .venv/bin/python bench/adaptive_backfill.py [--seconds 30] [--ceiling 1000] [--rate 200] [--messages 1000000]
+                                                [--stats-period 5]
 """
 
 from __future__ import annotations
@@ -47,6 +51,34 @@ from topic_admin import TopicAdmin  # noqa: E402
 
 ADAPTIVE = {"adaptiveThrottling": "true", "adaptiveThrottlingWindow": "2s", "adaptiveThrottlingIncreasePercent": "10",
             "adaptiveThrottlingTriggerInterval": "1s"}
+
+
+class BrokerLatencyWatch(threading.Thread):
+    """The broker's own p99 publish latency (its pulsar_broker_publish_latency summary, one figure per stats period),
+    read every second: does the broker see what the live producer feels?"""
+
+    def __init__(self, metrics_url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = metrics_url
+        self.halt = threading.Event()
+        self.periods: list[tuple[float, float]] = []  # (first read at, p99 ms), one per stats period
+
+    def run(self) -> None:
+        import requests
+
+        from pulsar_throttled_source.metadata.broker_metrics import broker_latency
+        last = None
+        while not self.halt.wait(1.0):
+            try:
+                publish, _ = broker_latency(requests.get(self.url, timeout=5).text)
+            except Exception:  # noqa: BLE001 (a figure missed, not a failed benchmark)
+                continue
+            if publish is not None and publish.quantiles != last and publish.at(0.99) is not None:
+                last = publish.quantiles
+                self.periods.append((time.time(), publish.at(0.99) or 0.0))
+
+    def p99s(self, since: float, until: float) -> list[float]:
+        return [p99 for at, p99 in list(self.periods) if since <= at < until]
 
 
 class LiveProducer(threading.Thread):
@@ -146,12 +178,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ceiling", type=int, default=1000, help="entries per second per partition (batch mode)")
     parser.add_argument("--rate", type=float, default=200.0, help="the live producer's messages per second")
     parser.add_argument("--messages", type=int, default=1_000_000, help="the backlog")
+    parser.add_argument("--stats-period", type=int, default=5,
+                        help="the broker's statsUpdateFrequencyInSecs and managedLedgerStatsPeriodSeconds (seconds)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(tempfile.mkdtemp(prefix="bench-adaptive-"))
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start (shared with others?)")
-    with LocalBroker(data_dir=work / "broker") as broker:
+    stats = {"statsUpdateFrequencyInSecs": str(args.stats_period), "managedLedgerStatsPeriodSeconds": str(args.stats_period)}
+    with LocalBroker(data_dir=work / "broker", broker_config=stats) as broker:
         admin = TopicAdmin(broker.admin_url)
         backlog = TopicName.parse(f"bench-adaptive-backlog-{time.time_ns()}")
         admin.create_partitioned_topic(backlog, 2)
@@ -169,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
         client = pulsar.Client(broker.service_url, logger=quiet_logger())
         live = LiveProducer(client, f"bench-adaptive-live-{time.time_ns()}", args.rate)
         live.start()
+        watch = BrokerLatencyWatch(f"{broker.admin_url}/metrics/")
+        watch.start()
         time.sleep(5)  # the producer's connection and first sends settle
         # Spark's Python workers and their Pulsar clients start once, here, not in the first scenario's figures.
         warm = TopicName.parse(f"bench-adaptive-warm-{time.time_ns()}")
@@ -184,13 +221,15 @@ def main(argv: list[str] | None = None) -> int:
             ("idle", None),
             (f"static {args.ceiling} (the ceiling)", {**quota, "dispatchThrottlingRatePerTopicInMsg": str(args.ceiling)}),
             (f"adaptive, ceiling {args.ceiling}", {**quota, "dispatchThrottlingRatePerTopicInMsg": str(args.ceiling),
-                                                   **ADAPTIVE}),
+                                                   **ADAPTIVE, "adaptiveThrottlingMetricsUrl": f"{broker.admin_url}/metrics/"}),
         ] + [(f"static {args.ceiling // d}", {**quota, "dispatchThrottlingRatePerTopicInMsg": str(args.ceiling // d)})
              for d in (2, 4, 8)]
         rows = []
         for name, options in scenarios:
             admin.unload_topic(backlog)  # out of the broker's cache: every scenario reads from the bookie
-            time.sleep(1.0)
+            # A stats period with no backfill in between: the adaptive query's first reading of the broker's publish
+            # latency (its baseline) is not the previous scenario's load.
+            time.sleep(max(1.0, args.stats_period + 1.0))
             if options is None:
                 start = time.time()
                 time.sleep(args.seconds)
@@ -207,9 +246,13 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             m = (f"; m min {min(multipliers):.2f}, mean {statistics.mean(multipliers):.2f}, last {multipliers[-1]:.2f}; "
                  f"fired in {len(multipliers)} reports: {dict(fired) or 'none'}" if multipliers else "")
+            seen = watch.p99s(start + args.stats_period, end)  # periods that ended inside the scenario
+            broker_p99 = (f"; the broker's p99 per {args.stats_period} s period: median {statistics.median(seen):.1f} ms, "
+                          f"max {max(seen):.1f} ms" if seen else "")
             print(f"{name}: producer p50 {row[1]:.1f} ms, p99 {row[2]:.1f} ms over {row[4]} sends; backfill "
-                  f"{row[3]:,.0f} msg/s{m}; load average {os.getloadavg()[0]:.1f}", flush=True)
+                  f"{row[3]:,.0f} msg/s{m}{broker_p99}; load average {os.getloadavg()[0]:.1f}", flush=True)
         live.halt.set()
+        watch.halt.set()
         live.join(10)
         client.close()
         admin.close()

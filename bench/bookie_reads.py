@@ -109,7 +109,7 @@ def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, 
         time.sleep(max(0.0, 0.2 - (time.monotonic() - tick)))  # a 200 ms processing-time trigger
         if time.monotonic() - t > 600:
             raise RuntimeError(f"the drain did not finish: {delivered} of {entries} entries")
-    lookups = stream.admin.requests_by_kind["entry"]
+    lookups = stream.planner.admin.requests_by_kind["entry"]
     stream.stop()
     return delivered, messages, lookups, time.monotonic() - t
 

@@ -112,10 +112,10 @@ def main(argv: list[str] | None = None) -> int:
             # reader looks up the headers of the entries its quotas reach, at most 256 per call.
             warm_up, quiet = 0, 0
             while quiet < 2 and warm_up < 200:
-                made = reader.admin.requests_made
+                made = reader.planner.admin.requests_made
                 reader.latestOffset(start, limit)
                 warm_up += 1
-                quiet = quiet + 1 if reader.admin.requests_made == made else 0
+                quiet = quiet + 1 if reader.planner.admin.requests_made == made else 0
             times = []
             for _ in range(args.calls):
                 t0 = time.perf_counter()
@@ -150,13 +150,13 @@ def main(argv: list[str] | None = None) -> int:
             if nxt == caught_up:
                 break
             caught_up = nxt
-        before = reader.admin.requests_made
+        before = reader.planner.admin.requests_made
         t0 = time.perf_counter()
         for _ in range(args.idle_polls):
             assert reader.latestOffset(caught_up, ReadMaxRows(UNLIMITED_ROWS)) == caught_up
             reader.reportLatestOffset()
         elapsed = time.perf_counter() - t0
-        idle_requests = reader.admin.requests_made - before
+        idle_requests = reader.planner.admin.requests_made - before
         print(f"admin requests during {args.idle_polls} idle polls (64 partitions, inside the refresh interval): "
               f"{idle_requests} ({elapsed * 1000 / args.idle_polls:.2f} ms per poll)")
         reader.stop()

@@ -149,7 +149,7 @@ def run_layout(broker: LocalBroker, client: pulsar.Client, topics: list[str], se
     }))
     writer = BackgroundWriter(broker.service_url, topics, rate)
     process = psutil.Process()
-    admin = reader.admin
+    admin = reader.planner.admin
     times: list[float] = []
     cpu: list[float] = []  # the planning thread's own CPU time (the rest of a call waits: the broker, the GIL)
     rss: list[int] = []

@@ -32,7 +32,8 @@ os.environ.setdefault("PULSAR_THROTTLED_LOG_LEVEL", "WARNING")  # no planner lin
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "unit"))
 import logging  # noqa: E402
 
-from test_planner import FakeCatalog, FakeClock, layout, unlimited, without_admin_lookups  # noqa: E402
+from builders import layout, on_catalog, unlimited  # noqa: E402
+from fakes import FakeCatalog, FakeClock  # noqa: E402
 
 from pulsar_throttled_source.offsets import PROGRESS  # noqa: E402
 from pulsar_throttled_source.options import parse_options  # noqa: E402
@@ -62,10 +63,9 @@ def make_reader(kind: type, partitions: int, per_partition: bool, work: Path, cl
            "dispatchThrottlingRateInMsg": str(4 * partitions),  # source-wide, the lowest: it holds partitions back
            "progressPerPartition": str(per_partition).lower()}
     reader = kind(parse_options({k.lower(): v for k, v in raw.items()}), clock)
-    reader._catalog = catalog
     # Every partition's entries were published 30 s before the first trigger: the time lag is known for all.
     published = datetime.fromtimestamp(NOW - 30, tz=timezone.utc).isoformat()  # as the admin API's header gives it
-    return without_admin_lookups(reader, dict.fromkeys(names, published)), catalog
+    return on_catalog(reader, catalog, dict.fromkeys(names, published)), catalog
 
 
 def without_report(offset: dict) -> dict:
@@ -90,7 +90,7 @@ def measure(kind: type, partitions: int, per_partition: bool, work: Path) -> dic
     copies = ([previous[PROGRESS], end[PROGRESS], end[PROGRESS]] if spark40 else [report])
     baseline = compact(without_report(previous)) + compact(without_report(end))
 
-    reader._progress.close()
+    reader.stop()
     return {"report": compact(report), "in_event": sum(compact(c) for c in copies), "copies": len(copies),
             "baseline": baseline}
 

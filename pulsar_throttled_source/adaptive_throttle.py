@@ -1,7 +1,8 @@
-"""adaptiveThrottling wired into the stream reader (issue 40): the query's congestion controller and the stress
-signals that feed it, built on the driver from the options and the reader's collaborators, and what the planner
-tells it (each plan's catalog snapshot, each planned batch). Kept out of stream.py so that the reader only calls
-three hooks; never pickled into read tasks (the reader drops it and builds it again on the driver).
+"""adaptiveThrottling wired into the stream's planner (issue 40): the query's congestion controller and the stress
+signals that feed it, built on the driver from the options and the planner's collaborators (planner_wiring.py), and
+what the planner tells it (each plan's catalog snapshot, each planned batch). Kept out of the planner
+(planning/micro_batch_planner.py) so that it only calls three hooks; never pickled into read tasks (it lives in the
+planner, which stays in the process where Spark plans).
 
 What it reports (the progress report's "adaptive" object and the planner's log line) is described in
 planning/progress.py and docs/THROTTLING.md.
@@ -36,7 +37,7 @@ class AdaptiveThrottle:
         assert options.adaptive is not None
         self._options = options
         self._clock = clock
-        self.lookup_latency = LatencySamples()  # the entry lookups record into it (metadata/entry_lookups.py)
+        self.lookup_latency = LatencySamples()  # the entry lookups record into it (metadata/lookup_scheduler.py)
         self._pending = PendingAddsSignal()
         self._throttled = OthersThrottledSignal()
         interval = options.adaptive.trigger_interval_ms

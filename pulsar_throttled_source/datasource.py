@@ -11,22 +11,29 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 from .metadata.service_tls import check_service_certificate  # noqa: E402
 from .options import parse_options  # noqa: E402
+from .options.query_kinds import check_spark_line  # noqa: E402
+from .options.spec import describe_options  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
 from .schemas.columns import RAW_SPARK_SCHEMA_DDL, ValueSchema  # noqa: E402
 from .schemas.topic_schema import value_schema_for  # noqa: E402
 
 
 class PulsarThrottledDataSource(DataSource):
-    """spark.readStream.format("pulsar-throttled").option("topic", ...).load()"""
+    # help() shows every option: the docstring is generated from the spec table, as the README's table is.
+    __doc__ = f"""A throttled Apache Pulsar source: the data source named "pulsar-throttled".
+
+spark.readStream.format("pulsar-throttled").option("topic", ...).load(): a stream, its micro-batches throttled
+by the quotas below; spark.read.format("pulsar-throttled")...load(): a batch query, read once.
+
+Options:
+{describe_options()}
+"""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
         # Validate at load() time so a bad option fails before the query starts.
         self.parsed = parse_options(options)
-        if not has_admission_control():  # PySpark 4.0/4.1: what those versions cannot express fails here too
-            from .stream_spark40 import refuse_trigger_floor
-
-            refuse_trigger_floor(self.parsed)
+        check_spark_line(self.parsed, has_admission_control())  # what PySpark 4.0/4.1 cannot express fails here too
 
     @classmethod
     def name(cls) -> str:

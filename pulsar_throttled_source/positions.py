@@ -68,7 +68,8 @@ class MessagePosition:
         return f"{self.ledger_id}:{self.entry_id}:{self.batch_index}"
 
 
-# (ledger id, entry id) as a plain tuple: what read tasks compare per message, where a dataclass costs too much.
+# (ledger id, entry id) as a plain tuple, where a dataclass costs too much: what read tasks compare per message,
+# and what the planner's entry lookups are keyed by.
 Position = tuple[int, int]
 # (ledger id, entry id, batch index): a read task's bound inside an entry (read_task.PartitionRange).
 MessageBound = tuple[int, int, int]

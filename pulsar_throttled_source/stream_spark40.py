@@ -10,19 +10,19 @@ What these versions offer, measured on 4.0.5 and 4.1.4:
 So processing-time triggers are throttled, exactly once and restartable as on 4.2+. Trigger.AvailableNow
 and Trigger.Once call latestOffset() once and stop after that one batch: one quota's worth, not the
 whole backlog (a WARN says so, naming catch_up.py: a processing-time trigger stopped once caught up).
+What these versions cannot express (minEntriesPerTrigger) is refused by options/query_kinds.py.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
 from .console_log import enable_console_log
 from .offsets import SourceOffset
-from .options import SourceOptions
+from .planning.micro_batch_planner import Unchanged
 from .planning.read_limit import BatchLimit
 from .stream import END_OF_BATCH, START_OF_BATCH, PulsarStreamReader
 
@@ -35,27 +35,11 @@ ONE_BATCH_TRIGGERS = (
     "line: pulsar_throttled_source.catch_up.catch_up(writer), a processing-time trigger stopped once caught up.")
 
 
-def refuse_trigger_floor(options: SourceOptions) -> None:
-    """minEntriesPerTrigger cannot be expressed here (checked at load(), and again by the reader)."""
-    if options.min_entries_per_trigger is not None:
-        import pyspark
-
-        # Held back here, Trigger.AvailableNow and Trigger.Once (one latestOffset() call, then stop, and
-        # indistinguishable from a processing-time trigger) would read nothing at all.
-        raise ValueError(f"Option 'minEntriesPerTrigger' needs PySpark 4.2 or newer: PySpark {pyspark.__version__} has no "
-                         "admission control for Python streaming sources, so the source cannot tell a "
-                         "processing-time trigger from Trigger.AvailableNow or Trigger.Once, which would read "
-                         "nothing while under the floor. Remove minEntriesPerTrigger and maxTriggerDelay here.")
-
-
 class LatestOffsetStreamReader(PulsarStreamReader):
     progress_in_offset = True  # Spark shows these versions' sources nothing but their offsets
+    admission_control = False
     _seen_end: SourceOffset | None = None  # the start of the next batch, once known
     _warned = False
-
-    def __init__(self, options: SourceOptions, *args: Any, **kwargs: Any) -> None:
-        refuse_trigger_floor(options)
-        super().__init__(options, *args, **kwargs)
 
     def latestOffset(self) -> dict:  # type: ignore[override]  # the 4.0/4.1 signature (typed against 4.2+)
         if not self._warned:
@@ -64,12 +48,12 @@ class LatestOffsetStreamReader(PulsarStreamReader):
 
             enable_console_log()  # Spark asks for this before anything else: the WARN must show
             log.warning(ONE_BATCH_TRIGGERS.format(version=pyspark.__version__))
-        start = self._seen_end if self._seen_end is not None else self.initial_offset()
-        end = self.plan_end(start, BatchLimit(max_entries=self.options.max_entries_per_trigger))
-        self._seen_end = end
-        return self.to_spark(end)
+        start = self._seen_end if self._seen_end is not None else self.planner.initial_offset()
+        end = self.planner.plan_end(start, BatchLimit(max_entries=self.options.max_entries_per_trigger))
+        self._seen_end = start if isinstance(end, Unchanged) else end
+        return self.to_spark(self._seen_end)
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         seen = self.offset_of(end, END_OF_BATCH)
         self._seen_end = seen  # a restart's latest seen offset (start == end) or a re-run batch
-        return self.plan_tasks(self.offset_of(start, START_OF_BATCH), seen)
+        return self.planner.plan_tasks(self.offset_of(start, START_OF_BATCH), seen)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pyspark.sql.streaming.datasource import ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
+from .planning.micro_batch_planner import Unchanged
 from .planning.read_limit import UNLIMITED_ROWS, from_spark_limit
 from .stream import START_FROM_CHECKPOINT, PulsarStreamReader
 
@@ -18,10 +19,9 @@ class AdmissionControlStreamReader(PulsarStreamReader, SupportsTriggerAvailableN
         return ReadMaxRows(self.options.max_entries_per_trigger or UNLIMITED_ROWS)
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self.fix_available_now_target()
+        self.planner.fix_available_now_target()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        offset = self.offset_of(start, START_FROM_CHECKPOINT)
-        end = self.plan_end(offset, from_spark_limit(limit))
+        end = self.planner.plan_end(self.offset_of(start, START_FROM_CHECKPOINT), from_spark_limit(limit))
         # Unchanged: Spark's own start back, as it gave it (it compares offsets as JSON strings).
-        return start if end is offset else self.to_spark(end)
+        return start if isinstance(end, Unchanged) else self.to_spark(end)

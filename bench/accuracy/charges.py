@@ -10,7 +10,7 @@ are hundreds of ms apart) yields the charge history, which gives:
 - what the bucket still owed at any window (over-admission carried forward): the debt at a span's
   ends, in the engine's own units.
 
-This reads the source's private bucket layout (throttling/store.py, redis_store.py, buckets.py);
+This reads the source's private bucket layout (throttling/sqlite_store.py, redis_store.py, buckets.py);
 when it changes, the bench falls back to the progress timestamps (windows.py) and says so.
 """
 

@@ -19,7 +19,8 @@ broker.service_url ...`; `LocalBroker(tls=TlsFiles(cert, key, ca))` adds `broker
 localhost:P) and `broker.admin_url_tls` (https://localhost:W).
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
-state (what a data dir remembers), process (start/stop/status), broker (LocalBroker), __main__ (the CLI).
+state (what a data dir remembers), process (start/stop/status), broker (LocalBroker), errors (BrokerError, for
+what a person can fix), __main__ (the CLI).
 """
 
 from __future__ import annotations

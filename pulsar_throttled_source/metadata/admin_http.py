@@ -62,7 +62,7 @@ class _Transient(AdminError):
 
 
 NO_CLIENT_TLS = TlsSettings()  # the system's trust store, hostnames checked, no client certificate
-POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + entry_lookups.CONCURRENT_LOOKUPS + the planning thread
+POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + lookup_scheduler.CONCURRENT_LOOKUPS + the planning thread
 
 
 class _OwnerRedirectSession(requests.Session):

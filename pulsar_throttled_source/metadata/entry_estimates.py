@@ -17,8 +17,8 @@ from functools import lru_cache
 from ..entry_values import EntryValues, LearnedEntries
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
-from .entry_lookups import EntryLookups, Headers
 from .layout import Backlog
+from .lookup_scheduler import Headers, LookupScheduler
 
 ESTIMATE_REFRESH_S = 60.0  # how old a partition's messages per entry may grow before its newest entry is sampled
 MAX_ESTIMATES = 4096  # estimates kept, one per value: averages take many values over hours
@@ -27,7 +27,7 @@ MAX_ESTIMATES = 4096  # estimates kept, one per value: averages take many values
 class EntryEstimates:
     """Messages per entry last learned, per partition and per topic, and the samples under way."""
 
-    def __init__(self, lookups: EntryLookups, clock: Callable[[], float]) -> None:
+    def __init__(self, lookups: LookupScheduler, clock: Callable[[], float]) -> None:
         self._lookups = lookups  # samples are asked through it: they count against the call's budget
         self._clock = clock
         self._per_entry: dict[str, float] = {}  # each partition's messages per entry when last learned

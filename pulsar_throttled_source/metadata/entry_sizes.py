@@ -6,10 +6,10 @@ unbatched and whose recent part is batched 10 per entry must not be admitted 10x
 (nor the reverse a tenth of it), and a ledger whose first entries are larger than its average must
 not be read past its byte quota. Only the entries one window's tightest quota could admit are looked
 up, each once (answers are kept until the query moves past them), so idle polls and held-back
-partitions ask nothing, and a planning call asks at most entry_lookups.LOOKUPS_PER_PLAN.
+partitions ask nothing, and a planning call asks at most lookup_scheduler.LOOKUPS_PER_PLAN.
 
 EntrySizes is what the planner (planning/admission.py) holds; it joins the roles, each in its module:
-- entry_lookups: the lookup scheduler (pool, per-call budget and deadline, the answers kept);
+- lookup_scheduler: LookupScheduler (pool, per-call budget and deadline, the answers kept);
 - window_pricing: which entries a window needs and what they hold, and whether that is complete;
 - uniform_batching: stretches a producer batched alike, priced from a grid of them;
 - entry_estimates: estimates without waiting, and the background samples that keep them fresh.
@@ -27,9 +27,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..entry_values import EntryValues, LearnedEntries, LearnEntries
+from ..positions import Position
 from .entry_estimates import EntryEstimates
-from .entry_lookups import LOOKUP_WAIT_S, EntryLookups, Position, Waiter, lookup_pool, position_at, wait_for_answer
 from .layout import Backlog
+from .lookup_scheduler import LOOKUP_WAIT_S, LookupScheduler, Waiter, lookup_pool, position_at, wait_for_answer
 from .stress_readings import LatencySamples
 from .uniform_batching import AlikeStretches
 from .window_pricing import EXACT_AHEAD, PricedWindow, price_window, spread
@@ -42,19 +43,19 @@ class EntrySizes:
     """Messages and bytes of backlog entries, per partition, learned on demand within a per-call
     budget (see window_pricing for which entries); once a batch is planned, the next window's
     entries are looked up in the background. `clock`, `waiter` and `pool` are for tests (see
-    entry_lookups)."""
+    lookup_scheduler)."""
 
     def __init__(self, admin: PulsarAdmin, wait_s: float = LOOKUP_WAIT_S, clock: Callable[[], float] = time.monotonic,
                  waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool,
                  latency: LatencySamples | None = None) -> None:
-        self._lookups = EntryLookups(admin, wait_s, clock, waiter, pool, latency)
+        self._lookups = LookupScheduler(admin, wait_s, clock, waiter, pool, latency)
         self._estimates = EntryEstimates(self._lookups, clock)
         self._alike = AlikeStretches()  # stretches of alike entries, priced from a few of them
         self._asked: dict[str, tuple[float, float]] = {}  # what each partition's quotas asked for last
         self._answers: dict[str, tuple[object, LearnedEntries]] = {}  # each partition's last answer, and its question
 
     @property
-    def lookups(self) -> EntryLookups:
+    def lookups(self) -> LookupScheduler:
         """The lookup scheduler: what is known and under way (tests read it)."""
         return self._lookups
 

@@ -1,7 +1,7 @@
 """Driver side: the publish time of each partition's oldest unread entry, for the time lag the query
 progress reports (planning/progress.py).
 
-An entry's publish time is in its admin-API headers (HEAD .../ledger/L/entry/E, as entry_lookups asks
+An entry's publish time is in its admin-API headers (HEAD .../ledger/L/entry/E, as lookup_scheduler asks
 for precise mode), so the time lag of a partition costs one lookup of the first entry after the
 planned end. Only partitions that are behind are asked, and each position once: an idle or caught-up
 query asks nothing, and a throttled one that waits out a window asks nothing again. A planning call

@@ -17,14 +17,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .entry_lookups import position_at
+from ..positions import Position
 from .layout import Backlog
+from .lookup_scheduler import position_at
 
 GRID = 64  # entries of a ledger checked: those whose id is a multiple of this (and each ledger's first)
 LIKE_LEDGER = 0.05  # an entry within 5 % of its ledger's average entry size
 MAX_CHECKS = 16  # entries checked per call: a window of more than MAX_CHECKS * GRID entries is spread
 
-Position = tuple[int, int]
 # (messages, stored bytes or None) of the entries at the given backlog indexes; None where unknown.
 LookUp = Callable[[list[int]], list[tuple[float, float | None] | None]]
 

@@ -1,5 +1,5 @@
 """Precise mode's pricer: what the entries one window's quotas could admit hold, from the entries
-looked up (entry_lookups), and whether that is all there is to learn now.
+looked up (lookup_scheduler), and whether that is all there is to learn now.
 
 Stretches a producer batched alike are priced from a grid of them (uniform_batching). Anything
 else: the first EXACT_AHEAD entries exactly (HEAD_CHUNK at a time, only as far as the quotas
@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from ..entry_values import EntryValues, LearnedEntries, changed
-from .entry_lookups import CONCURRENT_LOOKUPS, EntryLookups, EntrySize, position_at
 from .layout import Backlog
+from .lookup_scheduler import CONCURRENT_LOOKUPS, EntrySize, LookupScheduler, position_at
 from .uniform_batching import AlikeStretches
 
 EXACT_AHEAD = 64  # entries counted exactly ahead of a partition's start (a window of ~10-message entries)
@@ -55,7 +55,7 @@ class PricedWindow:
     reach: int | None = None  # the head's entries known before one still being looked up (admit no further)
 
 
-def price_window(lookups: EntryLookups, alike: AlikeStretches, partition: str, backlog: Backlog,
+def price_window(lookups: LookupScheduler, alike: AlikeStretches, partition: str, backlog: Backlog,
                  msgs: float, size: float) -> PricedWindow:
     """The entries from the backlog's start holding `msgs` messages and `size` bytes, and one more,
     as far as the call's budget and deadline let them be looked up."""
@@ -65,7 +65,7 @@ def price_window(lookups: EntryLookups, alike: AlikeStretches, partition: str, b
 class _Pricing:
     """One pricing of one partition's window; `complete` turns False when an entry it needs is unknown."""
 
-    def __init__(self, lookups: EntryLookups, partition: str, backlog: Backlog) -> None:
+    def __init__(self, lookups: LookupScheduler, partition: str, backlog: Backlog) -> None:
         self.lookups, self.partition, self.backlog = lookups, partition, backlog
         self.complete = True
 

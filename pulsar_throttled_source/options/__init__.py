@@ -3,6 +3,11 @@
 Spark hands options over lowercased and as strings. Every check names the option and what is
 allowed, so a typo fails the query at load(), not hours later. Secrets (auth parameters, tokens)
 are kept out of repr and error messages.
+- ``spec``: the one table of options (the README's table and the data source's docstring are generated from it).
+- ``parse``: parse_options, the rules across options; ``values``: one option read by its spec;
+  ``passthrough``: pulsar.client.* / pulsar.reader.* / pulsar.admin.* settings; ``auth``: authentication.
+- ``model``: SourceOptions, StartSpec, EndSpec, and what the options give a read task and an admin session.
+- ``query_kinds``: which options a stream, a batch query and each Spark line take, checked in one place each.
 """
 
 from __future__ import annotations

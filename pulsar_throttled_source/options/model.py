@@ -38,9 +38,9 @@ class StartSpec:
     positions: tuple[tuple[str, EntryPosition | MessagePosition | str], ...] = ()
     given: bool = False  # startingOffsets or startingTime was set (a batch query defaults to earliest)
 
-    def inside_entries(self) -> list[str]:
+    def inside_entries(self) -> dict[str, MessagePosition]:
         """The partitions whose position names a message inside an entry (a batchIndex past 0)."""
-        return [p for p, v in self.positions if isinstance(v, MessagePosition) and v.batch_index > 0]
+        return messages_inside_entries(self.positions)
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,15 @@ class EndSpec:
     def option(self) -> str:
         """The option that set it, for messages."""
         return "endingTime" if self.kind == "time" else "endingOffsets"
+
+    def inside_entries(self) -> dict[str, MessagePosition]:
+        """The partitions whose end is a message inside an entry (a batchIndex past 0): read up to it."""
+        return messages_inside_entries(self.positions)
+
+
+def messages_inside_entries(positions: tuple[tuple[str, EntryPosition | MessagePosition | str], ...]) -> dict[str, MessagePosition]:
+    """The positions that name a message inside an entry (a batchIndex past 0), by partition."""
+    return {p: v for p, v in positions if isinstance(v, MessagePosition) and v.batch_index > 0}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ or a meaning is written once. Rules that involve several options live in parse.p
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Literal
 
@@ -151,8 +152,11 @@ SPECS: tuple[OptionSpec, ...] = (
                expected="a positive duration: milliseconds (e.g. 5000), or a number and a unit ms, s, m, min, h, d (e.g. 5s)"),
     OptionSpec("adaptiveThrottlingMetricsUrl", "url", None,
                "With adaptiveThrottling: the broker's Prometheus metrics page (e.g. http://broker:8080/metrics/), read once "
-               "per window with the admin API's credentials; its publish latency (pulsar_storage_write_latency_le_*) is then "
-               "a stress signal (publishLatency). Needs the adaptive extra (prometheus-client).",
+               "per window with the admin API's credentials; the p99 publish latency of the broker's last stats period "
+               "(pulsar_broker_publish_latency, else pulsar_storage_write_latency_le_*) is then a stress signal "
+               "(publishLatency). It changes once per statsUpdateFrequencyInSecs / managedLedgerStatsPeriodSeconds (60 s by "
+               "default; lower them on the broker, e.g. to 5 s, for it to act sooner). Needs the adaptive extra "
+               "(prometheus-client).",
                allowed=("http", "https")),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
@@ -214,3 +218,13 @@ SETTINGS: tuple[SettingSpec, ...] = (
 
 def settings(prefix: str) -> tuple[SettingSpec, ...]:
     return tuple(s for s in SETTINGS if s.prefix == prefix)
+
+
+def describe_options() -> str:
+    """Every option as help() shows it (the data source's docstring), from the same specs as the README's table."""
+    lines = []
+    for spec in SPECS:
+        default = f" (default: {spec.readme_default})" if spec.readme_default else ""
+        lines.append(f"  {spec.name}{default}\n" + textwrap.fill(spec.meaning.replace("`", ""), 100, initial_indent=" " * 6,
+                                                                 subsequent_indent=" " * 6))
+    return "\n".join(lines)

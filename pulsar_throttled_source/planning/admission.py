@@ -18,9 +18,9 @@ from ..options import SourceOptions
 from ..shared_types import Rate
 from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand
+from ..throttling.publish_rates import PublishRateTracker
 from ..throttling.report import LevelReport
 from ..topics import TopicName
-from .publish_rates import PublishRateTracker
 from .read_limit import BatchLimit
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ class BatchAdmission:
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
-        self._entry_sizes = entry_sizes  # looked up when a quota needs them (see allocation.new_plan)
+        self._entry_sizes = entry_sizes  # looked up when a quota needs them (see throttling.partition_plan.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
         self.outcome = TriggerOutcome()  # of the last admit() call

@@ -41,8 +41,8 @@ from ..metadata.catalog import CatalogSnapshot
 from ..metadata.publish_times import OldestUnread
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
+from ..throttling.publish_rates import msgs_per_entry
 from .admission import TriggerOutcome
-from .publish_rates import msgs_per_entry
 
 # The level names of the report (JSON keys, metric labels) for the labels the quota engine uses.
 LEVEL_KEYS = {SOURCE_LEVEL: "sourceWide", TOPIC_LEVEL: "topic", SUBSCRIPTION_LEVEL: "subscription",
@@ -66,8 +66,8 @@ class Lags(NamedTuple):
 
 
 class ProgressReports:
-    """The reader's reports, one per planning call: holds the publish-time lookups (built lazily: the
-    reader is pickled to the runner first), and the lags of the last snapshot and end, which idle polls
+    """The planner's reports, one per planning call: holds the publish-time lookups (built at the first
+    report, their thread pool with them), and the lags of the last snapshot and end, which idle polls
     (~90 a second, the same snapshot and end) reuse: each then costs the lookups' bookkeeping only."""
 
     def __init__(self, oldest_unread: Callable[[], OldestUnread], clock: Callable[[], float], per_partition: bool) -> None:

@@ -3,8 +3,14 @@
 (What a task carries, PartitionRange and ClientConfig, is ``..read_task``: planning builds it.)
 - ``read``: the read loop: a non-durable reader over the range, exactly the planned entries.
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).
-- ``entry_lookup``: admin lookups of single entries (what a gap in the dispatch was).
+- ``task_lookup``: admin lookups of single entries (what a gap in the dispatch was).
 - ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
 - ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
 - ``errors``: ReadTimeout, DataLossError and the messages that explain them.
+- ``range_progress``: what both read loops decide about their range (which entries belong, when it is done).
+- ``decoded_rows``: the rows of a topic with a schema (payloads decoded by ``..schemas``).
+- ``parked_readers``: readers left open where their range ended, for the next range.
+- ``watch``: lookups and opening a reader given up when the topic is deleted.
+- The native read path: ``read_path`` (which path a task takes), ``native_library`` (loading and checking the C
+  library), ``native_reader`` (its reader and the Arrow batches it fills), ``native_read`` (its read loop).
 """

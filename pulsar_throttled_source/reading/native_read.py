@@ -18,15 +18,15 @@ import pyarrow as pa
 from ..read_task import IDLE_CHECK_MS, PartitionRange
 from .client_cache import has_message_available
 from .decoded_rows import decode_native_batch, decoder_for
-from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key
 from .native_library import STATUS_TIMEOUT
 from .native_reader import NativeReader
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
+from .task_lookup import TaskLookup
 
 
-def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: EntryLookup,
+def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: TaskLookup,
                          gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """The messages the range owns, as read._read_messages defines them, as Arrow batches. `gone`
     says whether the range's entries were all deleted, asked when the broker keeps failing."""

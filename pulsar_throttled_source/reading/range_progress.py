@@ -8,16 +8,16 @@ import time
 
 from ..positions import Position
 from ..read_task import PartitionRange
-from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
 from .range_entries import RangeAccount
+from .task_lookup import TaskLookup
 
 
 class RangeProgress:
     """The range's bounds and books: what was seen (`account`, None when planning could not see the
     entries), and since when the range waits for chunked messages it owes past its end."""
 
-    def __init__(self, part: PartitionRange, lookups: EntryLookup) -> None:
+    def __init__(self, part: PartitionRange, lookups: TaskLookup) -> None:
         cfg = part.config
         self._part = part
         self.start: Position = (part.start.ledger_id, part.start.entry_id)

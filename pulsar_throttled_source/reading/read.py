@@ -3,7 +3,7 @@
 Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (..read_task). Readers come
 from the worker's shared client (client_cache); what belongs to the range and when it is done is
 decided by range_progress, which accounts for the entries a reader never sees as messages with
-range_entries and metadata from entry_lookup; rows are built by arrow_rows (decoded_rows for a
+range_entries and metadata from task_lookup; rows are built by arrow_rows (decoded_rows for a
 topic with a schema), or on the native read path by the library behind native_reader, driven by
 native_read (read_path chooses); what goes wrong is reported by errors.
 """
@@ -28,13 +28,13 @@ from .client_cache import (
     park_native_reader,
 )
 from .decoded_rows import DecodedColumns, decoder_for
-from .entry_lookup import EntryLookup
 from .errors import PartitionDeleted, encrypted_without_key, report_missing
 from .native_library import native_library
 from .native_read import read_native_messages
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_path import uses_native_path
+from .task_lookup import TaskLookup
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
@@ -42,7 +42,7 @@ def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
     cfg = part.config
     native = uses_native_path(cfg)
     start_id, inclusive = reader_start(part, native and not native_library().inclusive_start)
-    lookups = EntryLookup(part)
+    lookups = TaskLookup(part)
     try:
         try:
             if part.runs and lookups.partition_gone():
@@ -115,7 +115,7 @@ def _close(reader: Any, part: PartitionRange, failed: bool, native: bool) -> Non
     (drop_native_client if native else drop_client)(cfg)
 
 
-def _read_messages(reader: Any, part: PartitionRange, lookups: EntryLookup,
+def _read_messages(reader: Any, part: PartitionRange, lookups: TaskLookup,
                    gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """The messages the range owns: those whose entry (for a chunked message, whose FIRST chunk)
     lies in (start, end]. A chunked message that starts in the range and ends after it is read to

@@ -17,23 +17,27 @@ The model (see docs/THROTTLING.md):
   ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
-``buckets``, ``report`` and ``model``; ``store_factory`` uses both stores. The quota configuration
+``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
 (Rate, QuotaConfig) and entry values live below the package (``..shared_types``, ``..entry_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
-- ``store``: where buckets live (QuotaStore protocol, in-memory and per-host sqlite stores);
-  ``redis_store``: buckets in a Redis server (quotaStore); ``store_factory``: the one the options name.
-- ``estimators``: the smoothed publish rate, for quotas relative to it.
+- ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);
+  ``memory_store``: buckets in one process (tests); ``sqlite_store``: in one sqlite file per host;
+  ``redis_store``: in a Redis server (quotaStore); ``store_factory``: the one the options name.
+- ``publish_rates``: publish rates per partition, measured from the broker's counters and smoothed, for
+  quotas relative to them; messages per entry from the same counters.
 - ``buckets``: bucket keys, effective quotas (incl. relative to publish rate), windows and
   pay-back of debt.
 - ``headroom``: which partitions of a large plan are so far below their quotas that an estimate will do.
 - ``report``: the words: held-back reasons, per-level reports, the summary log line.
-- ``allocation``: the admission passes (proportional shares, fit, one-entry minimum,
+- ``partition_plan``: one partition's admission while it is worked out (whether throttling applies, how
+  its entries convert to messages and bytes, what it has been admitted and charged).
+- ``allocation``: the admission passes over those plans (proportional shares, fit, one-entry minimum,
   rotating order).
 - ``engine``: QuotaEngine, which ties them together around one store transaction.
 - ``congestion``: adaptiveThrottling's rule (AIMD steps of the quotas' multiplier m, one decision per window per
   cluster); ``controller``: CongestionController, which the planner calls at every plan for m (uses ``congestion``
-  and ``store``); the engine scales every quota by it.
+  and ``store``); the engine scales every quota by it; ``signals``: the stress signals it reads.
 
 Nothing is re-exported here, so importing ``throttling.model`` loads only the model.
 """

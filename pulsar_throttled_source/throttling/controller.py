@@ -8,7 +8,8 @@ one at its next window, whose decision starts from the m the window ended with.
 
 A signal that raises, or answers "unknown", counts as unknown: the window holds m (unless another signal fired), and
 the log gets one WARN when that signal's outage starts and one INFO when it reads again, not one per window.
-Signals are not built yet (issue 40's next step): with none, every window is clear and m stays at 1.
+The signals are signals.py's (adaptive_throttle.py builds a query's); with none, every window is clear and m stays
+at 1.
 """
 
 from __future__ import annotations

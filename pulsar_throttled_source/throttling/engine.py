@@ -17,11 +17,12 @@ from collections.abc import Callable, Sequence
 
 from ..entry_values import LearnedEntries
 from ..shared_types import QuotaConfig
-from .allocation import RotatingCursor, admit, new_plan
+from .allocation import RotatingCursor, admit
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, scaled, source_key
-from .estimators import SmoothedPublishRates
 from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota
 from .model import SOURCE_LEVEL, Admission, PartitionDemand
+from .partition_plan import new_plan
+from .publish_rates import SmoothedPublishRates
 from .report import LevelReport, level_reports, summary_line
 from .store import BucketState, QuotaStore
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from ..metadata.broker_metrics import write_latency
+from ..metadata.broker_metrics import broker_latency
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.stress_readings import LatencySamples
 from .congestion import SignalReading
@@ -30,7 +30,7 @@ LATENCY_FLOOR_S = 0.02  # ... and at least this much above it (a 2 ms lookup tak
 PENDING_ADDS_FLOOR = 8  # pendingAdds fires at this many entries waiting for the bookies, summed over partitions ...
 PENDING_ADDS_FACTOR = 2.0  # ... and this many times the running minimum (0 on a broker that keeps up)
 BATCH_TOLERANCE = 0.25  # batchDuration fires when the window's median batch takes 25 % longer than the trigger
-PUBLISH_FACTOR = 3.0  # publishLatency fires when the p99 write's bucket bound is over 3x its running minimum ...
+PUBLISH_FACTOR = 3.0  # publishLatency fires when a stats period's p99 is over 3x its running minimum ...
 PUBLISH_FLOOR_MS = 10.0  # ... and over 10 ms (a p99 moving from 1 ms to 5 ms is a broker at ease)
 
 
@@ -174,11 +174,12 @@ class BatchDurationSignal:
 
 
 class PublishLatencySignal:
-    """Producers' publish latency as the broker measures it (adaptiveThrottlingMetricsUrl): the bucket the p99 write
-    of the broker's last stats period falls in, against the running minimum of earlier periods. The buckets change
-    once per stats period (60 s by default): a window that reads the same figures again is clear (no new evidence),
-    so a slow period decreases m once, not once per window. An endpoint that cannot be read is unknown (the controller
-    holds m and WARNs once)."""
+    """Producers' publish latency as the broker measures it (adaptiveThrottlingMetricsUrl): the p99 of the broker's
+    last stats period, from its ``pulsar_broker_publish_latency`` summary (or, where the broker has none, the bucket the
+    p99 write of ``pulsar_storage_write_latency_le_*`` falls in), against the running minimum of earlier periods. The
+    figures change once per stats period (60 s by default; metadata/broker_metrics.py says which broker settings): a
+    window that reads the same figures again is clear (no new evidence), so a slow period decreases m once, not once
+    per window. An endpoint that cannot be read is unknown (the controller holds m and WARNs once)."""
 
     name = PUBLISH_LATENCY
 
@@ -186,19 +187,26 @@ class PublishLatencySignal:
         self._fetch = fetch  # the metrics page; raises when it cannot be read
         self._factor = factor
         self._floor_ms = floor_ms
-        self._last: object = None
-        self._baseline: float | None = None
+        self._last: object = None  # the figures of the last period judged
+        self._baselines: dict[str, float] = {}  # per view (summary, buckets): the lowest p99 of earlier periods
 
     def read(self) -> SignalReading:
-        latency = write_latency(self._fetch())
-        if latency is None or not latency.writes:
+        publish, write = broker_latency(self._fetch())
+        summary_p99 = publish.at(0.99) if publish is not None else None
+        if summary_p99 is not None and publish is not None:
+            return self._judge("summary", publish.quantiles, summary_p99, "the broker's publish latency summary")
+        if write is None or not write.writes:
             return SignalReading(self.name, "clear", "no writes in the broker's last stats period")
-        if latency.buckets == self._last:
+        return self._judge("buckets", write.buckets, write.quantile_bound(0.99),
+                           f"its write latency buckets, {write.writes:.0f} writes")
+
+    def _judge(self, view: str, figures: object, p99: float, source: str) -> SignalReading:
+        if (view, figures) == self._last:
             return SignalReading(self.name, "clear", "no new stats period")
-        self._last = latency.buckets
-        p99, baseline = latency.quantile_bound(0.99), self._baseline
-        self._baseline = p99 if baseline is None else min(baseline, p99)
+        self._last = (view, figures)
+        baseline = self._baselines.get(view)
+        self._baselines[view] = p99 if baseline is None else min(baseline, p99)
         if baseline is not None and p99 > max(self._factor * baseline, self._floor_ms):
-            return SignalReading(self.name, "fired", f"p99 publish latency up to {p99:g} ms over {latency.writes:.0f} "
-                                                     f"writes, its running minimum {baseline:g} ms")
+            return SignalReading(self.name, "fired", f"p99 publish latency {p99:g} ms ({source}), its running minimum "
+                                                     f"{baseline:g} ms")
         return SignalReading(self.name, "clear")

@@ -1,9 +1,10 @@
-"""The quota store a query's options name. Apart from the stores, so that store.py (the protocol, the
-in-memory and SQLite stores) and redis_store.py (which builds on store.py's types) do not import each other."""
+"""The quota store a query's options name. Apart from the stores, so that sqlite_store.py and redis_store.py
+(each built on store.py's protocol and states) do not import each other."""
 
 from __future__ import annotations
 
-from .store import QuotaStore, SqliteQuotaStore
+from .sqlite_store import SqliteQuotaStore
+from .store import QuotaStore
 
 
 def open_quota_store(url: str | None, sqlite_path: str) -> QuotaStore:

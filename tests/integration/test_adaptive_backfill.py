@@ -183,12 +183,13 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
 
 
 def test_the_publish_latency_signal_reads_a_real_brokers_metrics_page(broker, admin, pulsar_client, unique):
-    """adaptiveThrottlingMetricsUrl: the broker's Prometheus page parses (prometheus-client) into write latency buckets;
-    the first reading is a baseline (clear), and a page that cannot be read raises (the controller: unknown, hold)."""
+    """adaptiveThrottlingMetricsUrl: the broker's Prometheus page parses (prometheus-client) into its publish latency
+    summary and write latency buckets; the first reading is a baseline (clear), and a page that cannot be read raises
+    (the controller: unknown, hold)."""
     import pytest
 
     from pulsar_throttled_source.metadata.admin_http import AdminError
-    from pulsar_throttled_source.metadata.broker_metrics import WRITE_LATENCY, write_latency
+    from pulsar_throttled_source.metadata.broker_metrics import PUBLISH_LATENCY, WRITE_LATENCY, broker_latency, write_latency
     from pulsar_throttled_source.throttling.signals import PublishLatencySignal
 
     send_entries(pulsar_client, f"persistent://public/default/adaptive-metrics-{unique}", 20)
@@ -197,6 +198,14 @@ def test_the_publish_latency_signal_reads_a_real_brokers_metrics_page(broker, ad
     assert "pulsar_topics_count" in page  # the broker's own page
     latency = write_latency(page)  # None until the broker's first stats period has ended (60 s after its start)
     assert latency is not None or WRITE_LATENCY not in page
+    # The summary is on the page from the start (its quantiles NaN until a stats period with writes has ended).
+    assert f"# TYPE {PUBLISH_LATENCY} summary" in page
+    import re
+    shown = re.search(rf'^{PUBLISH_LATENCY}{{[^}}]*quantile="0.99"[^}}]*}} (\S+)$', page, re.M)
+    assert shown is not None
+    publish, _ = broker_latency(page)
+    p99 = float(shown.group(1))
+    assert (publish.at(0.99) if publish else None) == (p99 if math.isfinite(p99) else None)
     assert PublishLatencySignal(lambda: admin.get_text(url, "reading the broker's metrics")).read().state == "clear"
     with pytest.raises(AdminError, match="HTTP 404"):
         PublishLatencySignal(lambda: admin.get_text(f"{broker.admin_url}/no-such-page/", "reading")).read()

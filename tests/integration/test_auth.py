@@ -182,13 +182,13 @@ def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_t
 
     # What the planner and the tasks hold: reprs show no token, yet the token is there.
     parsed = parse_options({k.lower(): v for k, v in opts.items()})
-    config = PulsarStreamReader(parsed)._client_config()
+    config = parsed.read_task_config(None)  # what the planner hands every read task
     part = PartitionRange(f"{topic}-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), 3, config)
     from_file, as_value = TokenAuth(file=str(token_file)), TokenAuth(token=token)
     assert config.credentials == (from_file if how == "client-file" else as_value)
     assert parsed.admin_credentials == (as_value if how == "client-token" else from_file)
     shown = "\n".join([repr(parsed), str(parsed), repr(config), repr(part), str(part), repr(parsed.credentials), repr(parsed.admin_credentials),
-                       repr(dict(parsed.client_kwargs)), repr(PulsarStreamReader(parsed).admin)])
+                       repr(dict(parsed.client_kwargs)), repr(PulsarAdmin.for_planning(parsed))])
     assert_no_secret(shown, secrets, "a repr of the parsed options, ClientConfig or PartitionRange")
 
 
@@ -204,7 +204,7 @@ def test_every_accepted_spelling_of_the_token_option_is_used(auth_broker, auth_t
     assert_no_secret(repr(parsed), secrets_of(token, wrong_token), "repr of the parsed options")
     # and the admin API accepts what was parsed
     reader = PulsarStreamReader(parse_options({"topic": topic, "admin.url": auth_broker.admin_url, key.lower(): value}))
-    assert set(reader.catalog.snapshot(force=True).layouts) == {f"{topic}-partition-0", f"{topic}-partition-1"}
+    assert set(reader.planner.catalog.snapshot(force=True).layouts) == {f"{topic}-partition-0", f"{topic}-partition-1"}
     reader.stop()
 
 

@@ -38,14 +38,14 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
         start = reader.initialOffset()
         for round_ in range(4):  # a producer batching 3 messages per entry, two entries per partition a round
             sent += [s.payload for s in produce(pulsar_client, topic, PARTITIONS * 6, batch=3, prefix=f"r{round_}")]
-            before = reader.admin.requests_by_kind["entry"]
+            before = reader.planner.admin.requests_by_kind["entry"]
             end = reader.latestOffset(start, ReadMaxRows(UNLIMITED_ROWS))
             for part in reader.partitions(start, end):
                 delivered += [row["value"] for batch in read_range(part) for row in batch.to_pylist()]
             reader.commit(end)
             start = end
             time.sleep(1.0)  # lookups the plan started in the background are answered (and counted) by now
-            lookups.append(reader.admin.requests_by_kind["entry"] - before)
+            lookups.append(reader.planner.admin.requests_by_kind["entry"] - before)
     finally:
         reader.stop()
     # The first plan with data (a new partition's entries become readable once its transaction buffer

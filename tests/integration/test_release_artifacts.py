@@ -40,22 +40,24 @@ REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source
 RUNTIME_FILES = {
     "": "pyspark_pulsar_throttled.py",
     "pulsar_throttled_source": "__init__.py adaptive_throttle.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py "
-                               "offsets.py plots.py positions.py protobuf_wire.py py.typed query_progress.py read_task.py retry.py shared_types.py "
+                               "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py read_task.py retry.py shared_types.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
-                                        "entry_estimates.py entry_headers.py entry_lookups.py entry_sizes.py layout.py policies.py "
+                                        "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py policies.py "
                                         "broker_metrics.py publish_times.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
-    "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py spec.py values.py",
-    "pulsar_throttled_source/planning": "__init__.py admission.py data_loss.py progress.py publish_rates.py read_limit.py "
+    "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py query_kinds.py spec.py values.py",
+    "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
+                                        "read_limit.py "
                                         "start_positions.py task_ranges.py trigger_floor.py",
-    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py entry_lookup.py errors.py "
+    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py errors.py "
                                        "native_library.py native_read.py native_reader.py parked_readers.py range_entries.py "
-                                       "range_progress.py read.py read_path.py watch.py",
+                                       "range_progress.py read.py read_path.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py estimators.py headroom.py model.py "
-                                          "redis_store.py report.py signals.py store.py store_factory.py",
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py memory_store.py "
+                                          "model.py partition_plan.py publish_rates.py redis_store.py report.py signals.py "
+                                          "sqlite_store.py store.py store_factory.py",
 }
 ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}
 DIST_INFO = {"METADATA", "WHEEL", "RECORD", "top_level.txt", "licenses/LICENSE", "licenses/NOTICE"}

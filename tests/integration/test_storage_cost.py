@@ -47,7 +47,7 @@ def test_a_precise_drain_looks_up_a_tenth_of_an_entry_per_entry_and_reads_on_wit
             entries += part.entries
         stream.commit(end)
         start, batches = end, batches + 1
-    lookups = stream.admin.requests_by_kind["entry"]
+    lookups = stream.planner.admin.requests_by_kind["entry"]
     stream.stop()
     assert delivered == Counter(sent)  # nothing lost, nothing twice
     assert batches >= 2  # throttled: the backlog took several micro-batches

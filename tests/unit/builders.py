@@ -15,15 +15,16 @@ from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.metadata.publish_times import OldestUnread
 from pulsar_throttled_source.offsets import LEDGER_ENDS, PROGRESS, QUERY_ID, QUERY_START
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.planning.progress import ProgressReports
+from pulsar_throttled_source.planner_wiring import build_planner
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.reading.arrow_rows import Columns
 from pulsar_throttled_source.shared_types import Rate
 from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 TOPIC = "persistent://public/default/orders"
 P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"
@@ -58,27 +59,29 @@ def _options(tmp_path, defaults: dict[str, str], options: dict[str, object]):
     return parse_options({k.lower(): v for k, v in raw.items()})
 
 
-def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, **options: object) -> AdmissionControlStreamReader:
-    """The 4.2+ planner on `catalog`, its publish times never looked up."""
-    r = AdmissionControlStreamReader(_options(tmp_path, {}, options), clock or FakeClock(PLANNER_START))
-    r._catalog = catalog  # type: ignore[assignment]
-    return without_admin_lookups(r)
+def reader(tmp_path, catalog: FakeCatalog, clock: FakeClock | None = None, publish_ms: dict[str, Any] | None = None,
+           **options: object) -> AdmissionControlStreamReader:
+    """The 4.2+ reader on `catalog` (publish times: see on_catalog)."""
+    clock = clock or FakeClock(PLANNER_START)
+    return on_catalog(AdmissionControlStreamReader(_options(tmp_path, {}, options), clock, sleep=clock.sleep), catalog, publish_ms)
 
 
 def reader40(tmp_path, catalog: FakeCatalog, clock: FakeClock, **options: object) -> LatestOffsetStreamReader:
-    """The 4.0/4.1 planner on `catalog` (batch mode, 10 messages a window unless told)."""
+    """The 4.0/4.1 reader on `catalog` (batch mode, 10 messages a window unless told)."""
     defaults = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "10"}
-    r = LatestOffsetStreamReader(_options(tmp_path, defaults, options), clock)
-    r._catalog = catalog  # type: ignore[assignment]
-    return without_admin_lookups(r)
+    return on_catalog(LatestOffsetStreamReader(_options(tmp_path, defaults, options), clock, sleep=clock.sleep), catalog)
 
 
-def without_admin_lookups(r, publish_ms: dict[str, int] | None = None):
-    """The reader's progress reports look publish times up in `publish_ms` (partition -> epoch ms of every
-    entry), not on a broker."""
+def on_catalog(r, catalog: FakeCatalog, publish_ms: dict[str, Any] | None = None):
+    """The reader with its planner built on `catalog`, as the planner process builds it but for the catalog and
+    the publish times its progress reports look up: in `publish_ms` (partition -> the publish-time header of every entry), not
+    on a broker."""
     known = publish_ms or {}
-    r._progress = ProgressReports(lambda: OldestUnread(lambda p, e: {"X-Pulsar-publish-time": known[p]} if p in known else None),
-                                  r._clock, r.options.progress_per_partition)
+
+    def oldest_unread() -> OldestUnread:
+        return OldestUnread(lambda p, e: {"X-Pulsar-publish-time": known[p]} if p in known else None)
+    r._planner = build_planner(r.options, r.value_schema, r._clock, r._sleep, r.progress_in_offset, catalog=catalog,
+                               oldest_unread=oldest_unread)
     return r
 
 

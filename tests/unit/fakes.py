@@ -290,6 +290,9 @@ class FakeCatalog:
     def snapshot(self, force: bool = False) -> CatalogSnapshot:
         return self.snap
 
+    def close(self) -> None:
+        pass  # a PartitionCatalog stops its refresh thread
+
 
 class LookupPools:
     """The `pool` factory the entry lookups take: real thread pools whose every future is kept, so that a

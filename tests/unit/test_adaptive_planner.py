@@ -12,7 +12,8 @@ from fakes import FakeCatalog, FakeClock
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.stress_readings import BrokerStress
 from pulsar_throttled_source.throttling.congestion import cluster_key
-from pulsar_throttled_source.throttling.store import MultiplierState, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import MultiplierState
 
 ADMIN = "http://127.0.0.1:8080"
 QUOTA = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": 10, "admin.url": ADMIN}
@@ -80,12 +81,12 @@ def test_batches_overrunning_the_trigger_interval_lower_m(tmp_path):
     assert (report["multiplier"], report["fired"]) == (0.5, ["batchDuration"])
 
 
-def test_the_reader_pickles_without_its_signals_and_builds_them_again(tmp_path):
-    """Spark pickles the reader into the runner and into read tasks: the signals (a lock, the admin session) stay
-    behind, and an unpickled reader builds its own."""
+def test_the_reader_pickles_without_its_planner(tmp_path):
+    """Spark pickles the reader into the planner process and into read tasks: the planner (the signals with their
+    lock, the admin session, the quota store) stays behind; an unpickled reader builds its own where it plans."""
     import pickle
 
     r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 100)])), FakeClock(2_000.1), adaptiveThrottling="true", **QUOTA)
     r.latestOffset(r.initialOffset(), unlimited())
     copy = pickle.loads(pickle.dumps(r))
-    assert copy._adaptive is not None and copy._adaptive is not r._adaptive and copy._adaptive.controller is None
+    assert r._planner is not None and copy._planner is None and copy.options == r.options

@@ -18,7 +18,9 @@ from pulsar_throttled_source.shared_types import AdaptiveConfig, QuotaConfig, Ra
 from pulsar_throttled_source.throttling.congestion import SignalReading, SignalState, backoff_windows, recovery_windows
 from pulsar_throttled_source.throttling.controller import CongestionController
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, QuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import QuotaStore
 
 CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
 WINDOW_S = CONFIG.window_ms / 1000

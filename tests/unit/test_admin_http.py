@@ -18,7 +18,7 @@ from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, AdminPermissionDenied, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading.entry_lookup import EntryLookup
+from pulsar_throttled_source.reading.task_lookup import TaskLookup
 from pulsar_throttled_source.shared_types import AdminEndpoint
 from pulsar_throttled_source.topics import TopicName
 
@@ -325,7 +325,7 @@ def test_entry_lookup_of_a_read_task(stub_admin_api):
     config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(_url(stub_admin_api), timeout_ms=2_000))
     part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(3, 9), 10,
                           config, ((3, 0, 10),))
-    lookup = EntryLookup(part)
+    lookup = TaskLookup(part)
     try:
         _Scripted.statuses = [503, (200, b"", None, {"X-Pulsar-Marker-Type": "1"})]  # retried: the URL is known good
         meta = lookup((3, 4))
@@ -358,7 +358,7 @@ def test_a_partition_holding_its_planned_ledger_is_not_gone_after_one_request(st
                                  ([stats(9), (200, b'{"partitions": 2}')], False, ["/t-partition-0/internalStats", "/t/partitions"])]:
         _Scripted.seen.clear()
         _Scripted.statuses = list(answers)
-        lookup = EntryLookup(part)
+        lookup = TaskLookup(part)
         try:
             assert lookup.partition_gone() is gone
         finally:

@@ -10,8 +10,8 @@ from builders import P0, P1, backlog_after, entries_holding
 from fakes import FakeAdmin, FakeClock, LookupPools
 
 from pulsar_throttled_source.metadata.entry_estimates import ESTIMATE_REFRESH_S
-from pulsar_throttled_source.metadata.entry_lookups import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
+from pulsar_throttled_source.metadata.lookup_scheduler import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.window_pricing import EXACT_AHEAD, HEAD_CHUNK, REFINE_LOOKUPS, SAMPLES
 
 
@@ -248,12 +248,12 @@ def test_the_real_waiter_gives_up_at_its_timeout_and_takes_a_cancelled_lookup_as
 def test_lookups_record_their_latency_and_failures_for_adaptive_throttling():
     from concurrent.futures import ThreadPoolExecutor
 
-    from pulsar_throttled_source.metadata.entry_lookups import EntryLookups
+    from pulsar_throttled_source.metadata.lookup_scheduler import LookupScheduler
     from pulsar_throttled_source.metadata.stress_readings import LatencySamples
 
     samples = LatencySamples()
     admin = FakeAdmin([1, 1, 1])
-    lookups = EntryLookups(admin, latency=samples, pool=lambda: ThreadPoolExecutor(1))  # type: ignore[arg-type]
+    lookups = LookupScheduler(admin, latency=samples, pool=lambda: ThreadPoolExecutor(1))  # type: ignore[arg-type]
     lookups.new_plan(1)
     lookups.follow(P0, backlog_after(-1, 3))
     lookups.look_up(P0, [(5, 0), (5, 1)], wait=True)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from multiplier_checks import CLUSTER, W, apply, shared_store_checks
 
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, MultiplierState, QuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import MultiplierState, QuotaStore
 
 
 def test_two_planners_on_one_sqlite_file_decide_once_per_window(tmp_path: Path):

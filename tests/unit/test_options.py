@@ -33,7 +33,7 @@ def test_quota_state_is_private_to_the_user_by_default(tmp_path, monkeypatch):
     import stat
     import tempfile
 
-    from pulsar_throttled_source.throttling.store import SqliteQuotaStore
+    from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     path = parse().quota_state_path
@@ -272,10 +272,23 @@ def test_a_position_inside_an_entry_names_its_batch_index():
     o = parse(startingOffsets='{"orders-partition-0": {"ledgerId": 5, "entryId": 3, "batchIndex": 4}}',
               endingOffsets='{"orders-partition-0": {"ledgerId": 5, "entryId": 9, "batchIndex": 0}}')
     assert dict(o.start.positions) == {"persistent://public/default/orders-partition-0": MessagePosition(5, 3, 4)}
-    assert o.start.inside_entries() == ["persistent://public/default/orders-partition-0"]
+    assert o.start.inside_entries() == {"persistent://public/default/orders-partition-0": MessagePosition(5, 3, 4)}
     assert dict(o.end.positions) == {"persistent://public/default/orders-partition-0": MessagePosition(5, 9, 0)}
+    assert o.end.inside_entries() == {}  # a batchIndex of 0 is the whole entry
     for bad in ('-1', '"2"', 'true', '1.5'):
         with pytest.raises(ValueError, match=r"'startingOffsets' for partition .*: batchIndex must be an integer >= 0"):
             parse(startingOffsets=f'{{"orders-partition-0": {{"ledgerId": 5, "entryId": 3, "batchIndex": {bad}}}}}')
     with pytest.raises(ValueError, match=r"'endingOffsets' for partition .*expected an object .*batchIndex"):
         parse(endingOffsets='{"orders-partition-0": {"ledgerId": 5, "batch": 3}}')
+
+
+def test_help_on_the_data_source_shows_every_option_and_its_default():
+    """The data source's docstring is generated from the spec table, as the README's option table is."""
+    import pydoc
+
+    from pulsar_throttled_source import PulsarThrottledDataSource
+
+    shown = pydoc.render_doc(PulsarThrottledDataSource, renderer=pydoc.plaintext)
+    for spec in SPECS:
+        default = f" (default: {spec.readme_default})" if spec.readme_default else ""
+        assert f"{spec.name}{default}\n" in shown, spec.name

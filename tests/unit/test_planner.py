@@ -63,6 +63,28 @@ def test_available_now_stops_at_what_was_there_when_the_query_started(tmp_path):
     assert r.latestOffset(end, unlimited()) == end
 
 
+def test_available_now_waits_out_an_exhausted_quota_window_instead_of_planning_no_batch(tmp_path):
+    """Spark ends a Trigger.AvailableNow query at the first trigger that plans no data: with the window's quota
+    spent and the target not reached, the planner sleeps (its injected sleeper) to the next window and plans."""
+    clock = FakeClock(PLANNER_START)
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 25)])), clock, throttlingMode="batch", dispatchThrottlingRateInMsg=10)
+    start = r.initialOffset()
+    r.prepareForTriggerAvailableNow()
+    first = r.latestOffset(start, unlimited())
+    assert positions(first) == {P0: (5, 9)} and clock.slept == []
+    second = r.latestOffset(first, unlimited())  # the same window: its 10 messages are spent
+    assert positions(second) == {P0: (5, 19)}
+    assert clock.slept == [pytest.approx(0.76)] and clock.now == pytest.approx(PLANNER_START + 0.76)  # to 1001.01
+
+
+def test_a_stream_with_nothing_new_hands_spark_its_start_back(tmp_path):
+    """Unchanged, not a new offset: Spark runs no batch for the very offset it gave."""
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 10)])))
+    end = r.latestOffset(r.initialOffset(), unlimited())
+    same = dict(end)  # equal, not the same object: what Spark hands back from its offset log
+    assert r.latestOffset(same, unlimited()) is same
+
+
 def test_a_deleted_topic_fails_the_query_naming_it(tmp_path):
     catalog = FakeCatalog(layout(P0, [(5, 10)]), layout(P1, [(6, 4)]))
     r = reader(tmp_path, catalog)
@@ -236,7 +258,6 @@ def test_each_query_has_its_own_identity_kept_in_its_offsets(tmp_path):
     # A restart takes the identity from its checkpointed offset: the same bucket, its window spent.
     restarted = reader(tmp_path, catalog, dispatchThrottlingRateInMsg=10, throttlingMode="batch")
     assert restarted.latestOffset(end_one, unlimited()) == end_one
-    assert restarted._query_id == end_one[QUERY_ID]
     restarted._clock.now += 1  # type: ignore[attr-defined]
     after = restarted.latestOffset(end_one, unlimited())
     assert positions(after) == {P0: (5, 19)} and after[QUERY_ID] == end_one[QUERY_ID]

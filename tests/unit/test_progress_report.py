@@ -7,7 +7,7 @@ import json
 import math
 from concurrent.futures import Future
 
-from builders import P0, P1, PLANNER_START, layout, reader, reader40, unlimited, without_admin_lookups
+from builders import P0, P1, PLANNER_START, layout, reader, reader40, unlimited
 from fakes import FakeCatalog, FakeClock
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
@@ -142,8 +142,8 @@ def test_an_unanswered_lookup_keeps_the_older_entrys_time_so_lag_is_never_unders
 def test_on_4_2_the_report_is_reportLatestOffset_and_offsets_carry_no_progress(tmp_path):
     catalog = FakeCatalog(layout(P0, [(5, 30)]))
     clock = FakeClock(2_000.1)
-    r = without_admin_lookups(reader(tmp_path, catalog, clock, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg=10),
-                              {P0: "1970-01-01T00:31:30Z"})  # 1890 s: published 110 s before the clock
+    r = reader(tmp_path, catalog, clock, publish_ms={P0: "1970-01-01T00:31:30Z"},  # 1890 s: published 110 s before the clock
+               throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg=10)
     end = r.latestOffset(r.initialOffset(), unlimited())
     assert PROGRESS not in end
     report = r.reportLatestOffset()

@@ -19,7 +19,8 @@ from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.progress import partition_lags
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.status_quota import quota_state
-from pulsar_throttled_source.throttling.store import BucketState, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import BucketState
 
 QUERY_ID = "0123456789abcdef0123456789abcdef"
 KAFKA = '{"orders":{"0":12,"1":7}}'

@@ -21,13 +21,14 @@ from pulsar_throttled_source.metadata.stress_readings import (
 )
 from pulsar_throttled_source.shared_types import AdaptiveConfig
 from pulsar_throttled_source.throttling.controller import CongestionController
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.signals import (
     BatchDurationSignal,
     LookupLatencySignal,
     OthersThrottledSignal,
     PendingAddsSignal,
 )
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 P0, P1 = "persistent://public/default/t-partition-0", "persistent://public/default/t-partition-1"
 CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
@@ -251,3 +252,47 @@ def test_publish_latency_fires_once_per_slow_stats_period_and_holds_when_unreada
     page[0] = ConnectionError("metrics endpoint down")
     clock.now += 10
     assert ctl.multiplier() == 1.0 and ctl.last is not None and ctl.last.verdict == "hold"
+
+
+def summary_page(p99: float | str, p50: float | str = 2.0, buckets: dict[str, float] | None = None) -> str:
+    """A broker's page with its publish latency summary (quantiles in ms; 'NaN' for a period without writes) and,
+    optionally, write latency buckets."""
+    lines = [metrics_page(buckets).rstrip("\n")] if buckets else []
+    lines += ["# TYPE pulsar_broker_publish_latency summary"]
+    for q, value in (("0.0", 0.2), ("0.5", p50), ("0.99", p99), ("1.0", "+Inf" if p99 == "NaN" else 300.0)):
+        lines.append(f'pulsar_broker_publish_latency{{cluster="standalone",quantile="{q}"}} {value}')
+    lines += ['pulsar_broker_publish_latency_count{cluster="standalone"} 108426.0',
+              'pulsar_broker_publish_latency_sum{cluster="standalone"} 5111878.0']
+    return "\n".join(lines) + "\n"
+
+
+def test_broker_latency_reads_the_publish_summary_beside_the_buckets():
+    from pulsar_throttled_source.metadata.broker_metrics import broker_latency
+
+    publish, write = broker_latency(summary_page(47.3, buckets={"1": 90, "5": 10}))
+    assert publish is not None and publish.at(0.99) == 47.3 and publish.at(0.5) == 2.0 and publish.at(0.95) is None
+    assert write is not None and write.writes == 200
+    publish, write = broker_latency(summary_page("NaN", "NaN"))  # a period without writes: no quantile, no bucket
+    assert publish is not None and publish.at(0.99) is None and write is None
+    assert broker_latency('pulsar_topics_count{cluster="standalone"} 2\n') == (None, None)
+
+
+def test_publish_latency_prefers_the_fine_summary_and_falls_back_to_the_buckets():
+    from pulsar_throttled_source.throttling.signals import PublishLatencySignal
+
+    page = [summary_page(6.0, buckets={"5": 99, "10": 1})]
+    signal = PublishLatencySignal(lambda: page[0])
+    assert signal.read().state == "clear"  # the first period: 6 ms is the summary's baseline
+    page[0] = summary_page(17.0, buckets={"5": 99, "10": 1})  # under 3x 6 ms: the buckets (same p99 bound) would not tell
+    assert signal.read().state == "clear"
+    page[0] = summary_page(27.5, buckets={"5": 99, "10": 1})  # 27.5 ms > 3 x 6 ms and > 10 ms
+    fired = signal.read()
+    assert fired.state == "fired" and "27.5 ms" in fired.detail and "summary" in fired.detail
+    assert signal.read().state == "clear"  # the same period read again: no new evidence
+    page[0] = summary_page("NaN", "NaN", buckets={"5": 99, "10": 1})  # no summary: the buckets, own baseline (10 ms)
+    assert signal.read().state == "clear"
+    page[0] = summary_page("NaN", "NaN", buckets={"5": 90, "50": 10})
+    fired = signal.read()
+    assert fired.state == "fired" and "50 ms" in fired.detail and "buckets" in fired.detail
+    page[0] = summary_page("NaN", "NaN")  # nothing written in the period
+    assert signal.read().state == "clear"

@@ -1,4 +1,5 @@
-"""Unit tests of the admission passes on hand-built buckets (no store, no clock)."""
+"""Unit tests of the admission passes (allocation) and of the plans they advance (partition_plan), on hand-built
+buckets (no store, no clock)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,14 @@ from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.allocation import (
     FIRST_READ_REASON,
     SHARE_REASON,
-    PartitionPlan,
     RotatingCursor,
     admit,
     fit,
-    new_plan,
     proportional_shares,
 )
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
 from pulsar_throttled_source.throttling.model import SOURCE_LEVEL, TOPIC_LEVEL, PartitionDemand
+from pulsar_throttled_source.throttling.partition_plan import PartitionPlan, new_plan
 
 TOPIC = "persistent://public/default/t"
 

@@ -8,8 +8,9 @@ from fakes import FakeClock
 
 from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 P2 = f"{TOPIC}-partition-2"
 P3 = f"{TOPIC}-partition-3"

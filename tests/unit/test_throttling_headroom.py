@@ -8,8 +8,8 @@ from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.buckets import BucketSpec
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.headroom import ESTIMATE_ABOVE, HEADROOM, estimates_far_from_quota
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import PartitionDemand
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore
 
 TOPIC = "persistent://public/default/t"
 INF = float("inf")

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from builders import stored_keys
 
-from pulsar_throttled_source.throttling.store import BucketState, MemoryQuotaStore, SqliteQuotaStore
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
+from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.throttling.store import BucketState
 
 
 def increment(store: MemoryQuotaStore | SqliteQuotaStore, key: str, times: int) -> None:

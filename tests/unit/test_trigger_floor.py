@@ -16,7 +16,7 @@ from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.trigger_floor import TriggerFloor
 from pulsar_throttled_source.shared_types import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.store import MemoryQuotaStore
+from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 
 
 # --- the decision alone -------------------------------------------------------------------------------------

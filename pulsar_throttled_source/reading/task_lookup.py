@@ -1,5 +1,6 @@
-"""Executor side: entry metadata from the admin API, for the few entries a reader does not see as
-messages (chunks, transaction markers, aborted or deleted entries; on a plain topic: none)."""
+"""A read task's entry lookups, on the executor (the planner's are metadata.lookup_scheduler): entry
+metadata from the admin API, for the few entries a reader does not see as messages (chunks,
+transaction markers, aborted or deleted entries; on a plain topic: none)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin
 
 
-class EntryLookup:
-    """`lookup(position) -> EntryHeaders | None` (None: no longer stored) for one read task's
+class TaskLookup:
+    """A read task's lookups: `lookup(position) -> EntryHeaders | None` (None: no longer stored) for one read task's
     partition, answers cached. One admin session per read task, opened on first use."""
 
     def __init__(self, part: PartitionRange) -> None:

@@ -1,4 +1,4 @@
-"""Unit tests of the estimates (messages of known entries, publish rate) and the report wording."""
+"""Unit tests of the messages of known entries (entry_values) and of the report wording (throttling/report.py)."""
 
 from __future__ import annotations
 
@@ -8,21 +8,8 @@ import pytest
 
 from pulsar_throttled_source.entry_values import EntryValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.estimators import SmoothedPublishRates
-from pulsar_throttled_source.throttling.model import (
-    SOURCE_LEVEL,
-    SUBSCRIPTION_LEVEL,
-    TOPIC_LEVEL,
-    PartitionDemand,
-)
+from pulsar_throttled_source.throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
-
-P0 = "persistent://public/default/t-partition-0"
-P1 = "persistent://public/default/t-partition-1"
-
-
-def demand(partition: str = P0, msgs: float = 0.0, bytes_: float = 0.0) -> PartitionDemand:
-    return PartitionDemand(partition, "sub", 10, lambda k: float(k), None, msgs, bytes_)
 
 
 def test_entry_messages_are_exact_for_known_entries_and_priced_by_their_neighbours_beyond() -> None:
@@ -35,22 +22,6 @@ def test_entry_messages_are_exact_for_known_entries_and_priced_by_their_neighbou
     assert [sampled.total(k) for k in (3, 5, 7, 9, 10)] == [35, 70, 110, 131, 132]  # equal neighbours: theirs; else the mean
     assert sampled.total(12) == 134  # past the last one: the last stretch's count, not the mean of all
     assert EntryValues((), ((0, 7.5),)).total(2) == 15 and EntryValues((), ((0, 7.5),)).per_entry == 7.5
-
-
-def test_smoothed_publish_rate_rises_at_once_and_falls_once_per_window() -> None:
-    rates = SmoothedPublishRates()
-    assert rates.rate(demand(msgs=100.0, bytes_=-5.0), 1, 1000.0) == (100.0, 0.0)
-    assert rates.rate(demand(msgs=0.0), 1, 1000.5) == (100.0, 0.0)  # same window: kept
-    assert rates.rate(demand(msgs=0.0), 1, 1001.0) == (90.0, 0.0)
-    assert rates.rate(demand(msgs=0.0), 1, 1001.9) == (90.0, 0.0)
-    assert rates.rate(demand(msgs=500.0), 1, 1001.9) == (500.0, 0.0)
-    assert rates.rate(demand(msgs=7.0), 5, 1001.9) == (7.0, 0.0)  # each period its own state
-
-
-def test_smoothed_publish_rate_total_counts_a_repeated_partition_once() -> None:
-    rates = SmoothedPublishRates()
-    total = rates.total([demand(P0, msgs=30.0), demand(P1, msgs=60.0, bytes_=5.0), demand(P0, msgs=30.0)], 1, 1000.0)
-    assert total == (90.0, 5.0)
 
 
 @pytest.mark.parametrize(

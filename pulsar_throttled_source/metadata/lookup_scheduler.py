@@ -1,6 +1,7 @@
-"""The lookup scheduler of precise mode: asks the broker for single entries' headers (admin API HEAD
-.../ledger/L/entry/E) on a thread pool, within a per-call budget and deadline, and keeps the answers
-(each entry's messages and stored bytes) until the query moves past them.
+"""The planner's entry lookups (precise mode, byte quotas; a read task's own are reading.task_lookup):
+asks the broker for single entries' headers (admin API HEAD .../ledger/L/entry/E) on a thread pool,
+within a per-call budget and deadline, and keeps the answers (each entry's messages and stored bytes)
+until the query moves past them.
 
 It decides nothing about which entries to ask for (window_pricing, entry_estimates and entry_sizes
 do): it makes sure each entry is asked once, that a planning call starts at most LOOKUPS_PER_PLAN
@@ -27,7 +28,7 @@ from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..positions import BEFORE_EARLIEST
+from ..positions import BEFORE_EARLIEST, Position
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
 from .layout import Backlog
@@ -36,7 +37,6 @@ from .stress_readings import LatencySamples
 if TYPE_CHECKING:
     from .admin import PulsarAdmin
 
-Position = tuple[int, int]  # (ledger id, entry id)
 Headers = Mapping[str, str] | None  # what a lookup answers; None: the entry is not stored any more
 
 LOOKUPS_PER_PLAN = 256  # per planning call, over all partitions
@@ -75,7 +75,7 @@ class EntrySize:
         return cls(parsed.messages, parsed.stored_bytes)
 
 
-class EntryLookups:
+class LookupScheduler:
     """Per partition, the entries known (answered) and pending (asked, not yet answered)."""
 
     def __init__(self, admin: PulsarAdmin, wait_s: float = LOOKUP_WAIT_S, clock: Callable[[], float] = time.monotonic,

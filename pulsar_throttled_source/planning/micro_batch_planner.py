@@ -1,0 +1,215 @@
+"""The driver's planner of a stream: each micro-batch's end offset and read tasks, from the checkpointed offsets.
+
+One per query, built once in the Python process where Spark plans (planner_wiring.py builds it, with every
+collaborator as a constructor argument), and kept there between micro-batches, so caches and quota state
+survive. The Spark-facing readers (stream.py and its line's subclass) only turn Spark's calls into these
+methods. As in Spark's Kafka source:
+  - which partitions and layouts: metadata.catalog (admin API, cached);
+  - where a new query starts: start_positions;
+  - how far each partition advances: admission.BatchAdmission (read limit + quota engine);
+  - what counts as data loss: data_loss.DataLossPolicy;
+  - how a batch becomes tasks: task_ranges; what progress reports: progress.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..metadata.admin import PulsarAdmin
+from ..metadata.catalog import CatalogSnapshot, PartitionCatalog
+from ..metadata.durable_cursor import DurableCursor
+from ..metadata.layout import PartitionLayout
+from ..offsets import SourceOffset, new_query_id, positions_to_json
+from ..options import SourceOptions
+from ..positions import BEFORE_EARLIEST, EntryPosition
+from ..read_task import ClientConfig, PartitionRange
+from ..throttling.publish_rates import PublishRateTracker
+from .admission import BatchAdmission
+from .data_loss import DataLossPolicy
+from .progress import ProgressReports
+from .read_limit import BatchLimit
+from .start_positions import resolve_start
+from .task_ranges import task_ranges
+from .trigger_floor import TriggerFloor, check_partition_quotas
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """plan_end's answer when nothing is to be read from `start`: no new batch (Spark runs none for an
+    unchanged offset, so the reader hands Spark its start back)."""
+
+    start: SourceOffset
+
+
+class PlanHooks(Protocol):
+    """What the planner tells adaptiveThrottling (adaptive_throttle.AdaptiveThrottle), and asks it for the report."""
+
+    def plan_started(self, snap: CatalogSnapshot) -> None: ...
+    def batch_planned(self) -> None: ...
+    def report(self) -> dict[str, Any] | None: ...
+
+
+@dataclass
+class PlannerParts:
+    """The planner's collaborators, built once on the driver (planner_wiring.py)."""
+
+    options: SourceOptions
+    admin: PulsarAdmin  # the admin session: start positions by time; closed with the planner
+    catalog: PartitionCatalog  # partitions and layouts (a FakeCatalog in unit tests)
+    admission: BatchAdmission
+    rates: PublishRateTracker  # the admission's publish rates, updated from each snapshot's stats
+    data_loss: DataLossPolicy
+    progress: ProgressReports
+    client_config: ClientConfig  # what every read task carries
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]  # Trigger.AvailableNow's wait for the next quota window
+    floor: TriggerFloor | None = None  # minEntriesPerTrigger
+    cursor: DurableCursor | None = None  # durableSubscription: follows the commits
+    adaptive: PlanHooks | None = None  # adaptiveThrottling
+    progress_in_offset: bool = False  # 4.0/4.1: the progress report rides in each planned end offset
+    on_identity: Callable[[str], None] = lambda query_id: None  # the quota engine is keyed on the query's identity
+    closers: tuple[Callable[[], None], ...] = ()  # what stop() closes, after the catalog and before the admin
+
+
+class MicroBatchPlanner:
+    """Answers each planning question of a stream with the parts it was built with."""
+
+    def __init__(self, parts: PlannerParts) -> None:
+        self._p = parts
+        self.options, self.admin, self.catalog = parts.options, parts.admin, parts.catalog
+        self._initial: SourceOffset | None = None
+        self._query_id: str | None = None  # from the checkpointed offsets, or new with the first batch
+        self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end
+        self._report: dict = {}
+
+    def initial_offset(self) -> SourceOffset:
+        # Spark calls initialOffset twice at first start: answer the same both times.
+        if self._initial is None:
+            initial = resolve_start(self.options.start, self.catalog.snapshot(force=True), self.admin)
+            if self._p.cursor is not None:
+                self._p.cursor.ensure(initial.positions)  # retention keeps everything from here on
+            self._initial = initial
+        return self._initial
+
+    def fix_available_now_target(self) -> None:
+        """Trigger.AvailableNow (4.2+): read what is readable now, and nothing published later."""
+        snap = self.catalog.snapshot(force=True)
+        self._target = {p: snap.readable_end(p) for p in snap.layouts}
+        log.info("Trigger.AvailableNow: reading up to %s", positions_to_json(self._target))
+
+    def plan_end(self, start: SourceOffset, limit: BatchLimit) -> SourceOffset | Unchanged:
+        """The end offset of the next micro-batch from `start` (Spark's latestOffset), or Unchanged."""
+        p, given = self._p, start.positions
+        self._identify(start)
+        snap = self.catalog.snapshot()
+        if snap.stats:
+            p.rates.update(snap)
+        if p.adaptive is not None:
+            p.adaptive.plan_started(snap)
+        starts = p.data_loss.drop_gone_partitions(given, snap)
+        backlogs = {}
+        proofs = start.ledger_ends
+        for partition, layout in snap.layouts.items():
+            s = starts.get(partition, BEFORE_EARLIEST)  # new partitions are read from their beginning
+            p.data_loss.check_range(partition, layout, s, ledger_after=proofs.get(partition))
+            # Never past an open transaction's start (the broker would not dispatch it); with
+            # Trigger.AvailableNow, never beyond what was readable when the query started.
+            until = snap.readable_end(partition)
+            if self._target is not None:
+                until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
+            backlogs[partition] = layout.backlog_after(s, until)
+        accept = self._floor_check(limit, len(snap.layouts))
+        admitted = p.admission.admit(backlogs, limit, accept)
+        # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
+        # an exhausted quota window must not plan an empty batch before the target is reached:
+        # wait for the next window (windows start on whole epoch seconds) and plan again.
+        while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
+            log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
+            p.sleep(1.0 - p.clock() % 1.0 + 0.01)
+            admitted = p.admission.admit(backlogs, limit, accept)
+
+        end = dict(starts)
+        for partition, backlog in backlogs.items():
+            s = starts.get(partition, BEFORE_EARLIEST)
+            n = admitted.get(partition, 0)
+            if not n and partition not in starts:
+                continue  # a new partition nothing was admitted from: left out, or Spark would run an empty batch
+            # A batch that ends a closed ledger ends "before the next one" (only when it moved:
+            # an unchanged offset must stay equal, or Spark would run an empty batch).
+            end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
+        self._report = p.progress.report(snap, end, p.admission.outcome, p.adaptive.report() if p.adaptive else None)
+        if end == given:
+            return Unchanged(start)  # no new batch (and its report, on 4.0/4.1, the one it was planned with)
+        return self._next_batch(start, end, snap)
+
+    def _next_batch(self, start: SourceOffset, end: dict[str, EntryPosition], snap: CatalogSnapshot) -> SourceOffset:
+        if self._p.floor is not None:
+            self._p.floor.batch_planned()
+        if self._p.adaptive is not None:
+            self._p.adaptive.batch_planned()
+        # Positions that end a closed ledger followed by an empty one carry that ledger's id: after
+        # retention deletes the ledger, a restart proves from it that nothing unread went with it.
+        next_ledgers = {p: following for p, e in end.items() if (following := snap.layouts[p].ledger_after_end(e)) is not None}
+        # The query's first batch: its end records where it starts.
+        first_batch_start = start.positions if start == self._initial else None
+        return SourceOffset(end, self._query_id, next_ledgers, first_batch_start,
+                            self._report if self._p.progress_in_offset else None)
+
+    def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
+        """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
+        floor = self._p.floor
+        if floor is None or limit.read_all:
+            return None  # no floor; or Trigger.Once, which reads everything (Kafka's ReadAllAvailable)
+        check_partition_quotas(floor.min_entries, self.options, partitions)
+        if self._target is not None:
+            # Trigger.AvailableNow, as Kafka's floor (compared with the backlog left, which only the last batch can
+            # fall under): no batch is held back, so each is what the quotas admit and the last may be under the
+            # floor. Holding a quota-cut batch would not make it larger, and could stall the run for maxTriggerDelay.
+            return None
+        return floor.accepts
+
+    def _identify(self, start: SourceOffset) -> None:
+        """The query's identity: the one its offsets carry, else a new one (a new query, or a checkpoint
+        written before identities), carried by every end offset from now on."""
+        carried = start.query_id
+        if carried is not None and carried != self._query_id:
+            self._query_id = carried
+            self._p.on_identity(carried)  # the source-wide bucket is keyed on it
+        elif self._query_id is None:
+            self._query_id = new_query_id()
+            self._p.on_identity(self._query_id)
+
+    def report(self) -> dict | None:
+        """The last plan's progress report (Spark's reportLatestOffset)."""
+        return self._report or None
+
+    def plan_tasks(self, start: SourceOffset, end: SourceOffset) -> list[PartitionRange]:
+        """The read tasks of the micro-batch (start, end]."""
+        # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
+        # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
+        carried = end.query_start if start != end else None
+        starts = SourceOffset(carried) if carried else start
+        proofs, loss = starts.ledger_ends, self._p.data_loss
+
+        def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
+            loss.check_range(partition, layout, s, e, proofs.get(partition))
+        return task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task, self._p.client_config,
+                           check, loss.partitions_gone)
+
+    def commit(self, end: SourceOffset) -> None:
+        # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back
+        # on the broker unless a durable subscription was asked for: then its cursor follows.
+        if self._p.cursor is not None:
+            self._p.cursor.follow(end.positions)
+
+    def stop(self) -> None:
+        self._p.progress.close()
+        for close in self._p.closers:
+            close()  # the entry lookups: those under way are not waited for
+        self.catalog.close()
+        self.admin.close()

@@ -1,0 +1,180 @@
+"""Quota buckets in one sqlite file per host (store.QuotaStore), shared by every process on the host
+that opens the same path (quotaStatePath): a transaction holds sqlite's write lock."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from .store import BucketState, MultiplierState, QuotaTransaction
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS buckets (
+    key TEXT PRIMARY KEY,
+    "window" INTEGER NOT NULL,
+    used_msgs REAL NOT NULL,
+    used_bytes REAL NOT NULL,
+    updated_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS multipliers (
+    cluster TEXT PRIMARY KEY,
+    window_ms INTEGER NOT NULL,
+    base REAL NOT NULL,
+    verdict TEXT NOT NULL,
+    m REAL NOT NULL,
+    updated_at REAL NOT NULL
+)
+"""
+
+
+SQLITE_KEYS_PER_QUERY = 500  # below SQLite's oldest limit of 999 bound parameters
+
+
+class _SqliteTransaction:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def get(self, key: str) -> BucketState | None:
+        return self.get_many([key])[key]
+
+    def put(self, key: str, state: BucketState) -> None:
+        self.put_many({key: state})
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, BucketState | None]:
+        found: dict[str, BucketState | None] = dict.fromkeys(keys)
+        unique = list(found)
+        for i in range(0, len(unique), SQLITE_KEYS_PER_QUERY):
+            chunk = unique[i:i + SQLITE_KEYS_PER_QUERY]
+            rows = self._conn.execute(
+                f'SELECT key, "window", used_msgs, used_bytes FROM buckets WHERE key IN ({",".join("?" * len(chunk))})',
+                chunk).fetchall()
+            for key, window, msgs, size in rows:
+                found[key] = BucketState(window=int(window), used_msgs=float(msgs), used_bytes=float(size))
+        return found
+
+    def put_many(self, states: Mapping[str, BucketState]) -> None:
+        now = time.time()
+        self._conn.executemany(
+            'INSERT INTO buckets (key, "window", used_msgs, used_bytes, updated_at) VALUES (?, ?, ?, ?, ?) '
+            'ON CONFLICT(key) DO UPDATE SET "window" = excluded."window", used_msgs = excluded.used_msgs, '
+            "used_bytes = excluded.used_bytes, updated_at = excluded.updated_at",
+            [(key, int(s.window), float(s.used_msgs), float(s.used_bytes), now) for key, s in states.items()])
+
+    def get_multiplier(self, cluster: str) -> MultiplierState | None:
+        row = self._conn.execute("SELECT window_ms, base, verdict, m FROM multipliers WHERE cluster = ?", (cluster,)).fetchone()
+        return MultiplierState(int(row[0]), float(row[1]), str(row[2]), float(row[3])) if row else None
+
+    def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
+        self._conn.execute(
+            "INSERT INTO multipliers (cluster, window_ms, base, verdict, m, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT(cluster) DO UPDATE SET window_ms = excluded.window_ms, base = excluded.base, "
+            "verdict = excluded.verdict, m = excluded.m, updated_at = excluded.updated_at",
+            (cluster, int(state.window_ms), float(state.base), state.verdict, float(state.m), time.time()))
+
+
+class SqliteQuotaStore:
+    """Buckets in one sqlite file, shared by all processes on a host that use the same path.
+
+    Safe to construct from a path in any process and to pickle: connections are opened
+    lazily, one per thread and process, and are never carried across fork or pickle.
+    Concurrent writers wait (up to ``timeout_s``) instead of failing.
+    """
+
+    def __init__(self, path: str, timeout_s: float = 30.0) -> None:
+        self.path = os.fspath(path)
+        self.timeout_s = timeout_s
+        self._reset_connections()
+        # Fail now, with the path in the message, rather than at the first micro-batch.
+        self._open().close()
+
+    # --- connections -------------------------------------------------------------------
+
+    def _reset_connections(self) -> None:
+        self._pid = os.getpid()
+        self._local = threading.local()
+        # Connections inherited through fork: kept referenced, never used or closed, so
+        # the child cannot disturb the parent's sqlite state (see sqlite "howtocorrupt").
+        self._inherited: list[threading.local] = []
+
+    def _open(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = None
+        try:
+            parent = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(parent, mode=0o700, exist_ok=True)  # a new folder is private to its user
+            # isolation_level=None: we issue BEGIN IMMEDIATE / COMMIT ourselves.
+            # timeout: sqlite's busy handler makes a second writer wait for the first.
+            conn = sqlite3.connect(
+                self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
+            )
+            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
+            conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
+            conn.executescript(_SCHEMA)
+            return conn
+        except (OSError, sqlite3.Error) as exc:
+            if conn is not None:
+                conn.close()
+            raise ValueError(f"cannot open quota store at {self.path!r} (option 'quotaStatePath'): {exc}") from exc
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._pid != os.getpid():
+            # We are in a forked child: start fresh, keep the parent's connections alive.
+            inherited = self._inherited + [self._local]
+            self._reset_connections()
+            self._inherited = inherited
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+        return conn
+
+    def close(self) -> None:
+        """Close this thread's connection (another use reopens it)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and self._pid == os.getpid():
+            conn.close()
+            self._local.conn = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"path": self.path, "timeout_s": self.timeout_s}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.timeout_s = state["timeout_s"]
+        self._reset_connections()
+
+    def __repr__(self) -> str:
+        return f"SqliteQuotaStore({self.path!r})"
+
+    # --- store API ---------------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[QuotaTransaction]:
+        conn = self._connection()
+        # IMMEDIATE takes the write lock up front, so read-modify-write cannot interleave
+        # with another process (a deferred BEGIN would fail on upgrade instead of waiting).
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield _SqliteTransaction(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def purge_older_than(self, seconds: float) -> int:
+        """Drop buckets not written for ``seconds``; returns how many were dropped."""
+        conn = self._connection()
+        cutoff = time.time() - seconds
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = conn.execute("DELETE FROM buckets WHERE updated_at < ?", (cutoff,))
+            conn.execute("DELETE FROM multipliers WHERE updated_at < ?", (cutoff,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        return cursor.rowcount
