@@ -157,14 +157,16 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
-# The longest test files first (seconds each in a two-worker CI run): `make test`'s xdist workers take
-# whole files in collection order, so a long file collected last would end the run on one worker.
-LONGEST_FIRST = ("test_notebook.py", "test_secured_cluster.py", "test_source.py", "test_spark_versions.py", "test_adaptive_backfill.py",
-                 "test_release_artifacts.py", "test_faults.py",
-                 "test_query_progress.py", "test_pipeline.py", "test_throttling.py", "test_auth.py", "test_schemas.py",
-                 "test_schema_types.py", "test_bad_input.py", "test_transactions.py", "test_chunked.py", "test_cluster.py",
-                 "test_identity_provider.py", "test_secured_broker.py", "test_status.py", "test_catch_up.py",
-                 "test_restarts.py", "test_redis_quota_store.py", "test_connect.py", "test_wheel.py")
+# The longest test files first (seconds each in a quiet three-worker run of `make test`, printed at its end):
+# `make test`'s xdist workers take whole files in collection order (--no-loadscope-reorder: xdist's default
+# order, by number of tests, put the long single-test files last), so a long file collected last would end
+# the run on one worker while the others sit idle.
+LONGEST_FIRST = ("test_secured_cluster.py", "test_source.py", "test_throttling.py", "test_auth.py", "test_cluster.py",
+                 "test_schema_types.py", "test_notebook.py", "test_chunked.py", "test_spark_versions.py", "test_faults.py",
+                 "test_bad_input.py", "test_release_artifacts.py", "test_redis_quota_store.py", "test_transactions.py",
+                 "test_secured_broker.py", "test_connect.py", "test_deletions.py", "test_identity_provider.py",
+                 "test_schemas.py", "test_restarts.py", "test_adaptive_backfill.py", "test_query_progress.py",
+                 "test_pipeline.py", "test_catch_up.py", "test_status.py", "test_wheel.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
