@@ -157,7 +157,7 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
-# The longest test files first (seconds each in a quiet three-worker run of `make test`, printed at its end):
+# The longest test files first (seconds each in a clean-clone three-worker run of `make test`, printed at its end):
 # `make test`'s xdist workers take whole files in collection order (--no-loadscope-reorder: xdist's default
 # order, by number of tests, put the long single-test files last), so a long file collected last would end
 # the run on one worker while the others sit idle.
