@@ -85,8 +85,8 @@ class AdaptiveThrottle:
         decision = self.controller.last if self.controller is not None else None
         if decision is None:
             return None
-        return {"multiplier": decision.multiplier, "verdict": decision.verdict, "fired": decision.fired(),
-                "unreadable": [r.name for r in decision.readings if r.state == "unknown"],
+        return {"multiplier": decision.multiplier, "verdict": decision.verdict, "fired": decision.named("fired"),
+                "unreadable": decision.named("unknown"), "waiting": decision.named("waiting"),
                 "windowStartMs": decision.window_ms, "ceiling": ceiling_report(self._options)}
 
     def note(self) -> str:
@@ -94,11 +94,11 @@ class AdaptiveThrottle:
         decision = self.controller.last if self.controller is not None else None
         if decision is None:
             return ""
-        fired = decision.fired()
-        unreadable = [r.name for r in decision.readings if r.state == "unknown"]
+        fired, unreadable, waiting = decision.named("fired"), decision.named("unknown"), decision.named("waiting")
         text = f"adaptive m={decision.multiplier:.3f} of the ceilings ({decision.verdict}"
         text += f": {', '.join(fired)} fired" if fired else ""
         text += f"; unreadable: {', '.join(unreadable)}" if unreadable else ""
+        text += f"; waiting for new evidence: {', '.join(waiting)}" if waiting else ""
         return text + ")"
 
 

@@ -9,6 +9,7 @@ every Spark line (where each line shows it: README, "Query progress"):
                   "levels": {"topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0, "debtBytes": 0}}},
      "readPath": "native",
      "adaptive": {"multiplier": 0.5, "verdict": "decrease", "fired": ["pendingAdds"], "unreadable": [],
+                  "waiting": [],
                   "windowStartMs": 1764150000000,
                   "ceiling": {"topic": {"messages": 1000, "bytes": null, "periodSeconds": 1,
                                         "relativeToPublishRate": false}, "brokerPolicies": false}}}
@@ -25,7 +26,8 @@ every Spark line (where each line shows it: README, "Query progress"):
 - "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag;
 - "adaptive" (option adaptiveThrottling only, from the first decision on): the multiplier m the quotas are scaled
   by in the current controller window, the window's verdict (decrease, hold, increase), the stress signals that
-  fired (lookupLatency, pendingAdds, othersThrottled, batchDuration, publishLatency) and those that could not be read, the window's
+  fired (lookupLatency, pendingAdds, othersThrottled, batchDuration, publishLatency), those that could not be read and
+  those with nothing new since their last verdict (waiting; publishLatency between two broker stats periods), the window's
   start (epoch ms), and the ceilings m scales (each option level set; brokerPolicies: the broker's dispatch-rate
   policies are ceilings too). Built by adaptive_throttle.py.
 

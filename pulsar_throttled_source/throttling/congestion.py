@@ -8,6 +8,10 @@ The rule, once per window (AIMD, as TCP's congestion window):
 - no signal fired, and every signal was read: additive increase, ``m <- min(1, m + increase)``;
 - no signal fired but one could not be read: hold, ``m`` unchanged. Not knowing is no evidence of stress (the
   source is not stalled) nor of its absence (it does not read faster than the last m).
+- no signal fired but one has no new evidence since its last verdict (the broker's metrics roll over once per stats
+  period, slower than a window): hold. An increase needs every signal's fresh all-clear, as TCP's window grows once per
+  round trip of feedback, not once per packet sent; otherwise windows between two stats periods undo each decrease
+  before the next period can judge it.
   A fired signal still decreases when another could not be read: the stress it saw is evidence.
 - no signals at all: nothing fired, so m climbs to 1 and stays there (a static quota at its ceiling).
 
@@ -38,7 +42,7 @@ from ..shared_types import AdaptiveConfig
 from .store import MultiplierState
 
 Verdict = Literal["increase", "hold", "decrease"]
-SignalState = Literal["fired", "clear", "unknown"]
+SignalState = Literal["fired", "clear", "unknown", "waiting"]
 
 SEVERITY: dict[str, int] = {"increase": 0, "hold": 1, "decrease": 2}  # the most cautious verdict of a window wins
 INITIAL_MULTIPLIER = 1.0  # no record yet: the configured quotas, as without adaptiveThrottling
@@ -50,14 +54,15 @@ class SignalReading:
     """One stress signal's reading for one window."""
 
     name: str  # e.g. "publish-latency", for logs and the progress report
-    state: SignalState  # fired: stress seen; clear: read, no stress; unknown: could not be read
+    state: SignalState  # fired: stress seen; clear: read, no stress; unknown: could not be read;
+    # waiting: read, but nothing new since the signal's last verdict (holds m, no WARN: it is not an outage)
     detail: str = ""  # why it fired or could not be read, for the log
 
 
 def verdict_of(readings: Sequence[SignalReading]) -> Verdict:
     if any(r.state == "fired" for r in readings):
         return "decrease"
-    if any(r.state == "unknown" for r in readings):
+    if any(r.state in ("unknown", "waiting") for r in readings):
         return "hold"
     return "increase"
 

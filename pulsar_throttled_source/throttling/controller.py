@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..shared_types import AdaptiveConfig
-from .congestion import SignalReading, Verdict, clamp, cluster_key, decide, verdict_of, window_of
+from .congestion import SignalReading, SignalState, Verdict, clamp, cluster_key, decide, verdict_of, window_of
 from .store import QuotaStore
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,9 @@ log = logging.getLogger(__name__)
 class StressSignal(Protocol):
     """One source of congestion evidence, read once per controller window by the driver's planner.
 
-    ``read`` answers "fired" (stress seen in the window that ended), "clear" (read, no stress) or "unknown" (could
-    not be read: endpoint down, HTTP error, not enough data yet). It should return quickly; an exception counts as
+    ``read`` answers "fired" (stress seen in the window that ended), "clear" (read, no stress), "waiting" (read,
+    nothing new since its last verdict: a source slower than a window) or "unknown" (could not be read: endpoint
+    down, HTTP error, not enough data yet). It should return quickly; an exception counts as
     unknown. A broker restart is not congestion: a signal should answer unknown, not fired, while its source resets."""
 
     @property
@@ -50,7 +51,11 @@ class Decision:
     multiplier: float  # the m this planner applies in the window
 
     def fired(self) -> list[str]:
-        return [r.name for r in self.readings if r.state == "fired"]
+        return self.named("fired")
+
+    def named(self, state: SignalState) -> list[str]:
+        """The signals whose reading was in `state`, in the order they were read."""
+        return [r.name for r in self.readings if r.state == state]
 
 
 class CongestionController:

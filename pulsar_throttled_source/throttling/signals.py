@@ -1,6 +1,6 @@
 """The stress signals behind CongestionController's seam (adaptiveThrottling, issue 40): each turns what the
 metadata layer read (metadata/stress_readings.py) or what the query itself saw into one verdict per controller
-window: "fired", "clear" or "unknown" (SignalReading). The controller reads each once per window, at the window's
+window: "fired", "clear", "waiting" (nothing new since its last verdict) or "unknown" (SignalReading). The controller reads each once per window, at the window's
 first plan; the snapshot-fed ones are shown every plan's catalog snapshot in between (``observe``), so a window's
 verdict covers every refresh the window saw, not one sample at its start.
 
@@ -30,7 +30,9 @@ LATENCY_FLOOR_S = 0.02  # ... and at least this much above it (a 2 ms lookup tak
 PENDING_ADDS_FLOOR = 8  # pendingAdds fires at this many entries waiting for the bookies, summed over partitions ...
 PENDING_ADDS_FACTOR = 2.0  # ... and this many times the running minimum (0 on a broker that keeps up)
 BATCH_TOLERANCE = 0.25  # batchDuration fires when the window's median batch takes 25 % longer than the trigger
-PUBLISH_FACTOR = 3.0  # publishLatency fires when a stats period's p99 is over 3x its running minimum ...
+PUBLISH_FACTOR = 2.0  # publishLatency fires when a stats period's p99 is over 2x its running minimum ...
+# (on a quiet 2-core machine, bench/README.md run D, the broker's p99 per 5 s period was 5.1 ms idle, 5.4-6.1 under
+# the static quotas that kept a producer within 1.5x its idle p99, and 11.8 under the one that did not: 2.3x)
 PUBLISH_FLOOR_MS = 10.0  # ... and over 10 ms (a p99 moving from 1 ms to 5 ms is a broker at ease)
 
 
@@ -178,8 +180,10 @@ class PublishLatencySignal:
     last stats period, from its ``pulsar_broker_publish_latency`` summary (or, where the broker has none, the bucket the
     p99 write of ``pulsar_storage_write_latency_le_*`` falls in), against the running minimum of earlier periods. The
     figures change once per stats period (60 s by default; metadata/broker_metrics.py says which broker settings): a
-    window that reads the same figures again is clear (no new evidence), so a slow period decreases m once, not once
-    per window. An endpoint that cannot be read is unknown (the controller holds m and WARNs once)."""
+    window that reads the same figures again is "waiting" (no new evidence), which holds m, so a slow period
+    decreases m once, not once per window, and m increases once per period judged clear, not in every window between
+    two periods (which would undo a decrease before the next period could judge it). An endpoint that cannot be read
+    is unknown (the controller holds m and WARNs once)."""
 
     name = PUBLISH_LATENCY
 
@@ -202,7 +206,7 @@ class PublishLatencySignal:
 
     def _judge(self, view: str, figures: object, p99: float, source: str) -> SignalReading:
         if (view, figures) == self._last:
-            return SignalReading(self.name, "clear", "no new stats period")
+            return SignalReading(self.name, "waiting", "no new stats period")
         self._last = (view, figures)
         baseline = self._baselines.get(view)
         self._baselines[view] = p99 if baseline is None else min(baseline, p99)

@@ -55,6 +55,7 @@ def test_pending_adds_in_the_plans_snapshots_lower_m_and_the_report_says_so(tmp_
     assert positions(first) == {P0: (5, 4)}  # m 0.5 x 10
     adaptive = r.reportLatestOffset()["adaptive"]
     assert adaptive == {"multiplier": 0.5, "verdict": "decrease", "fired": ["pendingAdds"], "unreadable": [],
+                        "waiting": [],
                         "windowStartMs": 2_000_000,
                         "ceiling": {"topic": {"messages": 10, "bytes": None, "periodSeconds": 1,
                                               "relativeToPublishRate": False}, "brokerPolicies": False}}

@@ -26,10 +26,12 @@ def reading(name: str, state: str) -> SignalReading:
     return SignalReading(name, state)  # type: ignore[arg-type]
 
 
-def test_any_fired_signal_decreases_an_unreadable_one_holds_else_increase():
+def test_any_fired_signal_decreases_an_unreadable_or_waiting_one_holds_else_increase():
     assert verdict_of([reading("a", "clear"), reading("b", "fired")]) == "decrease"
     assert verdict_of([reading("a", "unknown"), reading("b", "fired")]) == "decrease"  # the stress seen is evidence
     assert verdict_of([reading("a", "clear"), reading("b", "unknown")]) == "hold"
+    assert verdict_of([reading("a", "clear"), reading("b", "waiting")]) == "hold"  # no fresh all-clear: no increase
+    assert verdict_of([reading("a", "waiting"), reading("b", "fired")]) == "decrease"
     assert verdict_of([reading("a", "clear"), reading("b", "clear")]) == "increase"
     assert verdict_of([]) == "increase"  # no signals: m climbs to the ceiling, a static quota
 

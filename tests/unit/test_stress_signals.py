@@ -244,9 +244,9 @@ def test_publish_latency_fires_once_per_slow_stats_period_and_holds_when_unreada
     page[0] = metrics_page({"1": 90, "5": 5, "50": 5})  # a period whose p99 write took up to 50 ms
     fired = signal.read()
     assert fired.state == "fired" and "50 ms" in fired.detail
-    assert signal.read().state == "clear"  # the same period read again: no new evidence
+    assert signal.read().state == "waiting"  # the same period read again: no new evidence, m holds
     page[0] = metrics_page({"1": 95, "5": 4, "10": 1})
-    assert signal.read().state == "clear"  # 10 ms: over 3x 5 ms but not over the 10 ms floor
+    assert signal.read().state == "clear"  # 10 ms: over 2x 5 ms but not over the 10 ms floor
     clock = FakeClock(1_000_000.0)
     ctl = CongestionController(CONFIG, ADMIN, MemoryQuotaStore(), [signal], clock)
     page[0] = ConnectionError("metrics endpoint down")
@@ -283,12 +283,12 @@ def test_publish_latency_prefers_the_fine_summary_and_falls_back_to_the_buckets(
     page = [summary_page(6.0, buckets={"5": 99, "10": 1})]
     signal = PublishLatencySignal(lambda: page[0])
     assert signal.read().state == "clear"  # the first period: 6 ms is the summary's baseline
-    page[0] = summary_page(17.0, buckets={"5": 99, "10": 1})  # under 3x 6 ms: the buckets (same p99 bound) would not tell
+    page[0] = summary_page(11.5, buckets={"5": 99, "10": 1})  # under 2x 6 ms: the buckets (same p99 bound) would not tell
     assert signal.read().state == "clear"
-    page[0] = summary_page(27.5, buckets={"5": 99, "10": 1})  # 27.5 ms > 3 x 6 ms and > 10 ms
+    page[0] = summary_page(12.5, buckets={"5": 99, "10": 1})  # 12.5 ms > 2 x 6 ms and > 10 ms
     fired = signal.read()
-    assert fired.state == "fired" and "27.5 ms" in fired.detail and "summary" in fired.detail
-    assert signal.read().state == "clear"  # the same period read again: no new evidence
+    assert fired.state == "fired" and "12.5 ms" in fired.detail and "summary" in fired.detail
+    assert signal.read().state == "waiting"  # the same period read again: no new evidence
     page[0] = summary_page("NaN", "NaN", buckets={"5": 99, "10": 1})  # no summary: the buckets, own baseline (10 ms)
     assert signal.read().state == "clear"
     page[0] = summary_page("NaN", "NaN", buckets={"5": 90, "50": 10})
@@ -296,3 +296,31 @@ def test_publish_latency_prefers_the_fine_summary_and_falls_back_to_the_buckets(
     assert fired.state == "fired" and "50 ms" in fired.detail and "buckets" in fired.detail
     page[0] = summary_page("NaN", "NaN")  # nothing written in the period
     assert signal.read().state == "clear"
+
+
+def test_publish_latency_slower_than_the_window_decreases_once_per_period_and_increases_only_on_a_clear_one(
+        caplog: pytest.LogCaptureFixture):
+    """The broker rolls its summary every 5 s, the controller decides every 2 s (bench/adaptive_backfill.py's set-up):
+    a slow period decreases m once; the windows until the next period hold it (no increase that the next period has
+    not judged, no second decrease for the same period, no WARN: nothing is down); each clear period allows one step up."""
+    from pulsar_throttled_source.throttling.signals import PublishLatencySignal
+
+    config = AdaptiveConfig(window_ms=2_000, increase=0.1)
+    clock = FakeClock(1_000_000.0)
+    periods = {0: 5.0, 1: 5.2, 2: 14.0, 3: 5.5, 4: 5.4, 5: 5.6}  # the broker's p99 (ms) of each 5 s period
+    signal = PublishLatencySignal(lambda: summary_page(periods[min(5, int((clock.now - 1_000_000.0) // 5))]))
+    ctl = CongestionController(config, ADMIN, MemoryQuotaStore(), [signal], clock)
+    caplog.set_level(logging.WARNING)
+    seen = []
+    for _ in range(15):  # 30 s of 2 s windows: periods 0..5, each read in 2 or 3 windows
+        seen.append((int((clock.now - 1_000_000.0) // 5), ctl.multiplier(), ctl.last.verdict if ctl.last else None))
+        clock.now += 2.0
+    by_period: dict[int, list[tuple[float, str | None]]] = {}
+    for period, m, verdict in seen:
+        by_period.setdefault(period, []).append((m, verdict))
+    assert [len(by_period[p]) for p in range(6)] == [3, 2, 3, 2, 3, 2]  # windows at 0, 2, 4 ... s; periods of 5 s
+    assert [v for _, v in by_period[2]] == ["decrease", "hold", "hold"]  # the 14 ms period (> 2 x 5 ms, > 10 ms): once
+    assert {m for m, _ in by_period[2]} == {0.5}
+    for period, m in ((3, 0.6), (4, 0.7), (5, 0.8)):  # each clear period: one step up, then hold until the next
+        assert by_period[period] == [(m, "increase")] + [(m, "hold")] * (len(by_period[period]) - 1)
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
