@@ -22,18 +22,12 @@ import logging
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 
-import pulsar
 import requests
-from adaptive_backfill import LiveProducer, backfill, percentile, produce_backlog
-from throughput import quiet_logger
-from topic_admin import TopicAdmin
+from backfill_bench import LiveProducer, backfill, backfill_bench, percentile
 
-from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.metadata.broker_metrics import broker_latency
 from pulsar_throttled_source.topics import TopicName
 
@@ -105,28 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stats-period", type=int, default=5, help="the broker's stats period (seconds)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    work = Path(tempfile.mkdtemp(prefix="bench-observables-"))
-    print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the start (shared with others?)")
-    stats = {"statsUpdateFrequencyInSecs": str(args.stats_period), "managedLedgerStatsPeriodSeconds": str(args.stats_period)}
-    with LocalBroker(data_dir=work / "broker", broker_config=stats) as broker:
-        admin = TopicAdmin(broker.admin_url)
-        backlog = TopicName.parse(f"bench-observables-backlog-{time.time_ns()}")
-        admin.create_partitioned_topic(backlog, 2)
-        produce_backlog(broker.service_url, str(backlog), args.messages)
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-                 .config("spark.python.authenticate.socketTimeout", "120s")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        client = pulsar.Client(broker.service_url, logger=quiet_logger())
-        live = LiveProducer(client, f"bench-observables-live-{time.time_ns()}", args.rate)
-        live.start()
-        warm = TopicName.parse(f"bench-observables-warm-{time.time_ns()}")
-        admin.create_partitioned_topic(warm, 2)
-        produce_backlog(broker.service_url, str(warm), 1000)
-        backfill(spark, broker, str(warm), {}, 2.0, work)  # Spark's workers start here, not in a phase
+    with backfill_bench("observables", args.messages, args.rate, args.stats_period) as bench:
+        broker, admin, backlog, live = bench.broker, bench.admin, bench.backlog, bench.live
         sampler = Sampler(broker.admin_url, backlog.partition(0))
         sampler.start()
         phases: list[tuple[str, int | None]] = [("idle", None)] + [(f"static {q}", int(q)) for q in args.quotas.split(",")]
@@ -139,15 +113,10 @@ def main(argv: list[str] | None = None) -> int:
                 end = time.time()
             else:
                 options = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": str(quota)}
-                start, end, read, _, _ = backfill(spark, broker, str(backlog), options, args.seconds, work)
+                start, end, read, _, _ = backfill(bench.spark, broker, str(backlog), options, args.seconds, bench.work)
                 print(f"\n{name}: backfill {read / (end - start):,.0f} msg/s", end="")
             report(name, sampler, live, start, end, args.stats_period)
         sampler.halt.set()
-        live.halt.set()
-        live.join(10)
-        client.close()
-        admin.close()
-        spark.stop()
     return 0
 
 
