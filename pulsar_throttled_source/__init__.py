@@ -9,8 +9,8 @@ Data flows one way through the folders: ``options`` -> ``metadata`` -> ``throttl
   wired into the planner), ``console_log`` (the planner's log lines), ``query_progress`` (the source's report in a
   query's progress), ``plots`` (a query's progress drawn), ``metrics`` (the metrics listener), ``status`` with
   ``checkpoint_log`` and ``status_quota`` (a query's lag from its checkpoint, without Spark).
-- Base modules under every folder: ``topics``, ``positions``, ``offsets``, ``read_task``, ``shared_types``,
-  ``entry_values``, ``protobuf_wire``, ``retry``, ``credentials``.
+- Base modules under every folder: ``topics``, ``positions``, ``offsets``, ``read_task``, ``quota_settings``,
+  ``admin_endpoint``, ``errors``, ``entry_values``, ``protobuf_wire``, ``retry``, ``credentials``.
 - ``local_broker``: a development tool (a standalone broker), never used by a query.
 """
 

@@ -17,7 +17,7 @@ from .metadata.admin import PulsarAdmin
 from .metadata.catalog import CatalogSnapshot
 from .metadata.stress_readings import LatencySamples
 from .options import SourceOptions
-from .shared_types import Rate
+from .quota_settings import Rate
 from .throttling.controller import CongestionController, StressSignal
 from .throttling.signals import (
     BatchDurationSignal,

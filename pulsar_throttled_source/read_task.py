@@ -11,10 +11,10 @@ from typing import Any
 
 from pyspark.sql.datasource import InputPartition
 
+from .admin_endpoint import AdminEndpoint
 from .credentials import Credentials
 from .positions import EntryPosition, EntryRuns, MessageBound
 from .schemas.columns import ValueSchema
-from .shared_types import AdminEndpoint
 
 IDLE_CHECK_MS = 200  # how long a read waits before asking whether the broker has anything left to dispatch
 READ_PATHS = ("auto", "native", "python")

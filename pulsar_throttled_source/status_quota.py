@@ -16,8 +16,9 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .admin_endpoint import redacted
 from .options import SourceOptions
-from .shared_types import Rate, redacted
+from .quota_settings import Rate
 from .throttling.buckets import bucket_spec, roll_forward, source_key, subscription_key, topic_key
 from .throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from .throttling.store import BucketState

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from pulsar_throttled_source.shared_types import AdaptiveConfig
+from pulsar_throttled_source.quota_settings import AdaptiveConfig
 from pulsar_throttled_source.throttling.congestion import Verdict, decide
 from pulsar_throttled_source.throttling.store import MultiplierState, QuotaStore
 

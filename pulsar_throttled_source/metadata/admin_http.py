@@ -24,9 +24,9 @@ from urllib.parse import urlparse
 
 import requests
 
+from ..admin_endpoint import AdminEndpoint, redacted
 from ..credentials import Credentials, TlsSettings
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
-from ..shared_types import AdminEndpoint, redacted
 from .admin_auth import AuthenticationFailed, authenticator
 from .service_tls import certificate_fix
 

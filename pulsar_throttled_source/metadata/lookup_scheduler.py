@@ -65,12 +65,14 @@ def lookup_pool() -> Executor:
 
 
 @dataclass(frozen=True)
-class EntrySize:
+class LookedUpEntry:
+    """One backlog entry's size as its lookup answered it (the entry's headers)."""
+
     msgs: int  # what a reader is handed
     bytes: float | None  # stored bytes; None when the headers cannot tell (priced at its ledger's average)
 
     @classmethod
-    def of(cls, headers: Mapping[str, str]) -> EntrySize:
+    def of(cls, headers: Mapping[str, str]) -> LookedUpEntry:
         parsed = EntryHeaders.parse(headers)  # once: messages and stored bytes read the same fields
         return cls(parsed.messages, parsed.stored_bytes)
 
@@ -90,7 +92,7 @@ class LookupScheduler:
         self._pool: Executor | None = None  # made at the first lookup, again after close()
         self._deadline = 0.0  # this planning call waits for lookups until then
         self._budget = LOOKUPS_PER_PLAN  # lookups this planning call may still start
-        self._known: dict[str, dict[Position, EntrySize]] = {}
+        self._known: dict[str, dict[Position, LookedUpEntry]] = {}
         self._pending: dict[str, dict[Position, Future[Headers]]] = {}
 
     @property
@@ -117,7 +119,7 @@ class LookupScheduler:
                 for position in [p for p in table if p < (ledger, first)]:
                     del table[position]
 
-    def known(self, partition: str) -> Mapping[Position, EntrySize]:
+    def known(self, partition: str) -> Mapping[Position, LookedUpEntry]:
         return self._known.get(partition, {})
 
     def is_pending(self, partition: str, position: Position) -> bool:
@@ -163,7 +165,7 @@ class LookupScheduler:
                 except Exception:  # an earlier outage (a background lookup), or cancelled: ask again, now
                     headers = self._admin.entry_headers(topic, *position)
                 if headers is not None:  # None: no longer stored; data loss is for the planner to report
-                    known[position] = EntrySize.of(headers)
+                    known[position] = LookedUpEntry.of(headers)
 
     def _submit(self, topic: TopicName, position: Position) -> Future[Headers]:
         if self._pool is None:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..shared_types import Rate
+from ..quota_settings import Rate
 from ..topics import TopicName
 from .admin import PulsarAdmin
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ..entry_values import EntryValues, LearnedEntries, changed
 from .layout import Backlog
-from .lookup_scheduler import CONCURRENT_LOOKUPS, EntrySize, LookupScheduler, position_at
+from .lookup_scheduler import CONCURRENT_LOOKUPS, LookedUpEntry, LookupScheduler, position_at
 from .uniform_batching import AlikeStretches
 
 EXACT_AHEAD = 64  # entries counted exactly ahead of a partition's start (a window of ~10-message entries)
@@ -173,7 +173,7 @@ def spread(start: int, end: int) -> list[int]:
     return sorted({start + int(step * (i + 0.5)) for i in range(SAMPLES)})
 
 
-def _size(entry: EntrySize, backlog: Backlog, index: int) -> float:
+def _size(entry: LookedUpEntry, backlog: Backlog, index: int) -> float:
     """An entry's stored bytes, or its ledger's average when its headers do not tell."""
     if entry.bytes is not None:
         return entry.bytes

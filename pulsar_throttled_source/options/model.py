@@ -6,9 +6,10 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..admin_endpoint import AdminEndpoint
 from ..credentials import Credentials, TlsSettings
 from ..positions import EntryPosition, MessagePosition
-from ..shared_types import AdaptiveConfig, AdminEndpoint, QuotaConfig, Rate
+from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
 
 if TYPE_CHECKING:

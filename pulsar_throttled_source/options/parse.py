@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ..positions import EntryPosition, MessagePosition
-from ..shared_types import AdaptiveConfig, QuotaConfig, Rate
+from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
 from . import auth, passthrough, values
 from .model import EndSpec, QuotaSource, SourceOptions, StartSpec

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..shared_types import redacted
+from ..admin_endpoint import redacted
 from .model import Secret
 from .spec import BY_NAME, TMP, USER, OptionSpec
 

@@ -15,7 +15,7 @@ from ..metadata.entry_sizes import EntrySizes
 from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
-from ..shared_types import Rate
+from ..quota_settings import Rate
 from ..throttling.engine import QuotaEngine
 from ..throttling.model import Admission, PartitionDemand
 from ..throttling.publish_rates import PublishRateTracker

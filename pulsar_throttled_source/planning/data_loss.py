@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 
+from ..errors import DataLossError
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
 from ..positions import EntryPosition
-from ..shared_types import DataLossError
 from ..topics import TopicName
 
 log = logging.getLogger(__name__)

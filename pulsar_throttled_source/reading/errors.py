@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 import time
 
+from ..errors import DataLossError as DataLossError  # where read tasks have always raised it from
 from ..positions import Position
 from ..read_task import PartitionRange
-from ..shared_types import DataLossError as DataLossError  # where read tasks have always raised it from
 from .range_entries import EncryptedEntryError
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ The model (see docs/THROTTLING.md):
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
 ``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
-(Rate, QuotaConfig) and entry values live below the package (``..shared_types``, ``..entry_values``)
+(Rate, QuotaConfig) and entry values live below the package (``..quota_settings``, ``..entry_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
 - ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);

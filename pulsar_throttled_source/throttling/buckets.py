@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..shared_types import Rate
+from ..quota_settings import Rate
 from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, PartitionDemand
 from .store import BucketState
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from ..shared_types import AdaptiveConfig
+from ..quota_settings import AdaptiveConfig
 from .store import MultiplierState
 
 Verdict = Literal["increase", "hold", "decrease"]

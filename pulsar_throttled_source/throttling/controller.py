@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..shared_types import AdaptiveConfig
+from ..quota_settings import AdaptiveConfig
 from .congestion import SignalReading, SignalState, Verdict, clamp, cluster_key, decide, verdict_of, window_of
 from .store import QuotaStore
 

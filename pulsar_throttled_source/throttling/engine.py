@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..entry_values import LearnedEntries
-from ..shared_types import QuotaConfig
+from ..quota_settings import QuotaConfig
 from .allocation import RotatingCursor, admit
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, scaled, source_key
 from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota

@@ -1,5 +1,5 @@
 """The value types the engine and planning share: a partition's demand, its admission, the level names.
-(The quota configuration itself, Rate and QuotaConfig, is in ..shared_types: options and broker
+(The quota configuration itself, Rate and QuotaConfig, is in ..quota_settings: options and broker
 policies build it without the throttling package.)
 """
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..entry_values import LearnedEntries, LearnEntries
-from ..shared_types import Rate
+from ..quota_settings import Rate
 
 # Levels, in the order they are reported; a bucket belongs to exactly one.
 SOURCE_LEVEL = "source-wide"

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..entry_values import EntryValues, LearnedEntries
-from ..shared_types import QuotaConfig
+from ..quota_settings import QuotaConfig
 from .buckets import Bucket, BucketSpec
 from .model import Admission, PartitionDemand
 

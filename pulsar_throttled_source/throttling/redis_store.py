@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from ..shared_types import redacted
+from ..admin_endpoint import redacted
 from .store import BucketState, MultiplierState, QuotaTransaction
 
 KEY_PREFIX = "pulsar-throttled:"

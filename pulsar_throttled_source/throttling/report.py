@@ -6,7 +6,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..shared_types import QuotaConfig
+from ..quota_settings import QuotaConfig
 from .buckets import EPSILON, Bucket
 from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, Admission
 

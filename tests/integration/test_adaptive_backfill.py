@@ -26,7 +26,7 @@ import pulsar
 from helpers import wait_until
 from quota_windows import Sink, options, per_window_ok, planned_batches, send_entries, start_query, stop
 
-from pulsar_throttled_source.shared_types import AdaptiveConfig
+from pulsar_throttled_source.quota_settings import AdaptiveConfig
 from pulsar_throttled_source.throttling.congestion import recovery_windows
 from pulsar_throttled_source.topics import TopicName
 

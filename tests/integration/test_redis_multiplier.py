@@ -43,7 +43,7 @@ def test_two_planners_back_off_together_on_one_planners_stress_signal(redis_url:
     the producers' pain (pending adds); both apply the cluster's m from the next window on, and climb back together."""
     from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
     from pulsar_throttled_source.metadata.stress_readings import BrokerStress
-    from pulsar_throttled_source.shared_types import AdaptiveConfig
+    from pulsar_throttled_source.quota_settings import AdaptiveConfig
     from pulsar_throttled_source.throttling.controller import CongestionController
     from pulsar_throttled_source.throttling.signals import PendingAddsSignal
 

@@ -20,7 +20,7 @@ from helpers import create_topic, produce, wait_until
 from quota_windows import Batch, per_window_ok, planning_interval
 from redis_server import PASSWORD, redis_server
 
-from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.model import PartitionDemand
 from pulsar_throttled_source.throttling.redis_store import BUCKET_TTL_S, QuotaStoreError, RedisQuotaStore

@@ -39,8 +39,8 @@ REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source
 # added here; a development tool (like local_broker/ or tools/) stays out of the wheel (pyproject.toml).
 RUNTIME_FILES = {
     "": "pyspark_pulsar_throttled.py",
-    "pulsar_throttled_source": "__init__.py adaptive_throttle.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py "
-                               "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py read_task.py retry.py shared_types.py "
+    "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py errors.py "
+                               "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py quota_settings.py read_task.py retry.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
                                         "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py policies.py "

@@ -18,8 +18,8 @@ from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planner_wiring import build_planner
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.quota_settings import Rate
 from pulsar_throttled_source.reading.arrow_rows import Columns
-from pulsar_throttled_source.shared_types import Rate
 from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.shared_types import AdaptiveConfig
+from pulsar_throttled_source.quota_settings import AdaptiveConfig
 
 BASE = {"topic": "orders", "dispatchThrottlingRatePerTopicInMsg": "100"}
 

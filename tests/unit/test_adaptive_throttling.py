@@ -14,7 +14,7 @@ import pytest
 from builders import P0, P1, demand, entries
 from fakes import FakeClock
 
-from pulsar_throttled_source.shared_types import AdaptiveConfig, QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from pulsar_throttled_source.throttling.congestion import SignalReading, SignalState, backoff_windows, recovery_windows
 from pulsar_throttled_source.throttling.controller import CongestionController
 from pulsar_throttled_source.throttling.engine import QuotaEngine

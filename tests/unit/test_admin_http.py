@@ -13,13 +13,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from pulsar_throttled_source.admin_endpoint import AdminEndpoint
 from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, AdminPermissionDenied, TopicNotFound, TransactionsDisabled
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.task_lookup import TaskLookup
-from pulsar_throttled_source.shared_types import AdminEndpoint
 from pulsar_throttled_source.topics import TopicName
 
 LOGGER = "pulsar_throttled_source.metadata.admin_http"

@@ -12,7 +12,7 @@ from pulsar_throttled_source.metadata.admin_http import TopicNotFound
 from pulsar_throttled_source.metadata.catalog import PartitionCatalog
 from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.shared_types import Rate
+from pulsar_throttled_source.quota_settings import Rate
 from pulsar_throttled_source.topics import TopicName
 
 NS = "persistent://public/default"

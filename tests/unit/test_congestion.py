@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pulsar_throttled_source.shared_types import AdaptiveConfig
+from pulsar_throttled_source.quota_settings import AdaptiveConfig
 from pulsar_throttled_source.throttling.congestion import (
     SignalReading,
     backoff_windows,

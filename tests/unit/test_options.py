@@ -237,9 +237,9 @@ def test_readme_table_generator_rewrites_only_the_table(tmp_path):
 
 
 def test_one_mapping_from_the_options_to_a_read_task_and_its_admin_sessions():
+    from pulsar_throttled_source.admin_endpoint import AdminEndpoint
     from pulsar_throttled_source.metadata.admin import PulsarAdmin
     from pulsar_throttled_source.schemas.columns import ValueSchema
-    from pulsar_throttled_source.shared_types import AdminEndpoint
 
     o = parse(**{"service.url": "pulsar://b:6651", "admin.url": "https://a:8443", "pulsar.client.authParams": "token:T-1",
                  "pulsar.admin.authToken": "A-2", "pulsar.admin.tlsTrustCertsFilePath": "/ca.pem", "adminTimeoutMs": "4000",

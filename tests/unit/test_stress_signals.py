@@ -19,7 +19,7 @@ from pulsar_throttled_source.metadata.stress_readings import (
     pending_adds,
     throttled_events,
 )
-from pulsar_throttled_source.shared_types import AdaptiveConfig
+from pulsar_throttled_source.quota_settings import AdaptiveConfig
 from pulsar_throttled_source.throttling.controller import CongestionController
 from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.signals import (

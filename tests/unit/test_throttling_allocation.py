@@ -7,7 +7,7 @@ import math
 from dataclasses import replace
 
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
-from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.allocation import (
     FIRST_READ_REASON,
     SHARE_REASON,

@@ -6,7 +6,7 @@ import pytest
 from builders import P0, P1, TOPIC, demand, entries, stored_keys
 from fakes import FakeClock
 
-from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission

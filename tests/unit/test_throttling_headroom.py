@@ -4,7 +4,7 @@ and what the engine then asks of the broker and charges. Fake clock, in-memory s
 from __future__ import annotations
 
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
-from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.buckets import BucketSpec
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.headroom import ESTIMATE_ABOVE, HEADROOM, estimates_far_from_quota

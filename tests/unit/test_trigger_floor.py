@@ -14,7 +14,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.trigger_floor import TriggerFloor
-from pulsar_throttled_source.shared_types import QuotaConfig, Rate
+from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 

@@ -1,20 +1,11 @@
-"""Value types more than one layer uses, kept below all of them (options -> metadata -> throttling ->
-planning -> reading) so that no layer imports a higher one for a type:
-- ``Rate``, ``QuotaConfig``, ``ThrottlingMode``: a quota as options parse it, broker policies report it
-  and the throttling engine applies it;
-- ``AdaptiveConfig``: the congestion controller's knobs (adaptiveThrottling), as options parse them;
-- ``AdminEndpoint``: where and how to reach the admin API, for planning's sessions and read tasks';
-- ``DataLossError``: planned entries that are gone, raised by the planner and by read tasks;
-- ``redacted``: a URL without its password, for option values and quota-store errors.
-"""
+"""What a quota is, below every layer that uses it (options -> metadata -> throttling -> planning -> reading):
+``Rate``, ``QuotaConfig`` and ``ThrottlingMode`` as options parse them, broker policies report them and the throttling
+engine applies them; ``AdaptiveConfig``, the congestion controller's knobs (adaptiveThrottling)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Literal
-
-from .credentials import Credentials, TlsSettings
 
 ThrottlingMode = Literal["precise", "batch"]
 
@@ -79,23 +70,3 @@ class AdaptiveConfig:
             raise ValueError(f"increase must be in (0, 1], got {self.increase}")
         if self.window_ms < 1:
             raise ValueError(f"window_ms must be >= 1, got {self.window_ms}")
-
-
-@dataclass(frozen=True)
-class AdminEndpoint:
-    """Where and how to reach the admin REST API: built once from the options (SourceOptions.admin),
-    carried by every read task (ClientConfig.admin), opened by metadata.admin.PulsarAdmin."""
-
-    url: str = ""
-    credentials: Credentials | None = None  # shows no secret in its repr
-    tls: TlsSettings = TlsSettings()
-    timeout_ms: int = 30_000  # per request
-
-
-class DataLossError(RuntimeError):
-    """Planned entries are gone (retention, a deleted topic) and failOnDataLoss is true."""
-
-
-def redacted(url: str) -> str:
-    """The URL without its password (redis://user:secret@host -> redis://user:***@host)."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
