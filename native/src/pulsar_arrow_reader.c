@@ -391,6 +391,58 @@ static int is_builtin_auth_plugin(const char *name) {
     return 0;
 }
 
+/* ---- settings: one table per configuration, which Python reads (par_setting_name) ------------- */
+/* The pulsar.Client / create_reader keyword names a user may pass through (pulsar.client.*,
+ * pulsar.reader.*) that this library can apply; any other keeps a query on the Python path. */
+typedef struct {
+    const char *name;
+    void (*apply)(void *conf, const char *value);
+} setting_t;
+
+static void c_operation_timeout(void *c, const char *v) { p_pulsar_client_configuration_set_operation_timeout_seconds(c, atoi(v)); }
+static void c_io_threads(void *c, const char *v) { p_pulsar_client_configuration_set_io_threads(c, atoi(v)); }
+static void c_listener_threads(void *c, const char *v) { p_pulsar_client_configuration_set_message_listener_threads(c, atoi(v)); }
+static void c_lookups(void *c, const char *v) { p_pulsar_client_configuration_set_concurrent_lookup_request(c, atoi(v)); }
+static void c_stats(void *c, const char *v) { p_pulsar_client_configuration_set_stats_interval_in_seconds(c, (unsigned int)atoi(v)); }
+static void c_trust(void *c, const char *v) { p_pulsar_client_configuration_set_tls_trust_certs_file_path(c, v); }
+static void c_insecure(void *c, const char *v) { p_pulsar_client_configuration_set_tls_allow_insecure_connection(c, atoi(v)); }
+static void c_hostname(void *c, const char *v) { p_pulsar_client_configuration_set_validate_hostname(c, atoi(v)); }
+static void c_key(void *c, const char *v) { p_pulsar_client_configuration_set_tls_private_key_file_path(c, v); }
+static void c_cert(void *c, const char *v) { p_pulsar_client_configuration_set_tls_certificate_file_path(c, v); }
+static void c_listener(void *c, const char *v) { p_pulsar_client_configuration_set_listener_name(c, v); }
+static void r_queue(void *c, const char *v) { p_pulsar_reader_configuration_set_receiver_queue_size(c, atoi(v)); }
+static void r_name(void *c, const char *v) { p_pulsar_reader_configuration_set_reader_name(c, v); }
+static void r_role_prefix(void *c, const char *v) { p_pulsar_reader_configuration_set_subscription_role_prefix(c, v); }
+static void r_compacted(void *c, const char *v) { p_pulsar_reader_configuration_set_read_compacted(c, atoi(v)); }
+
+static const setting_t CLIENT_SETTINGS[] = {
+    {"operation_timeout_seconds", c_operation_timeout}, {"io_threads", c_io_threads},
+    {"message_listener_threads", c_listener_threads},   {"concurrent_lookup_requests", c_lookups},
+    {"stats_interval_in_seconds", c_stats},             {"tls_trust_certs_file_path", c_trust},
+    {"tls_allow_insecure_connection", c_insecure},      {"tls_validate_hostname", c_hostname},
+    {"tls_private_key_file_path", c_key},               {"tls_certificate_file_path", c_cert},
+    {"listener_name", c_listener},
+};
+static const setting_t READER_SETTINGS[] = {
+    {"receiver_queue_size", r_queue}, {"reader_name", r_name},
+    {"subscription_role_prefix", r_role_prefix}, {"is_read_compacted", r_compacted},
+};
+#define N_CLIENT_SETTINGS (sizeof CLIENT_SETTINGS / sizeof CLIENT_SETTINGS[0])
+#define N_READER_SETTINGS (sizeof READER_SETTINGS / sizeof READER_SETTINGS[0])
+
+static const setting_t *find_setting(const setting_t *table, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(table[i].name, name) == 0) return &table[i];
+    return NULL;
+}
+
+/* The i-th setting name of the client (reader == 0) or reader (reader != 0) table; NULL past its end. */
+PAR_EXPORT const char *par_setting_name(int reader, int i) {
+    size_t n = reader ? N_READER_SETTINGS : N_CLIENT_SETTINGS;
+    if (i < 0 || (size_t)i >= n) return NULL;
+    return reader ? READER_SETTINGS[i].name : CLIENT_SETTINGS[i].name;
+}
+
 /* A client from settings given as name/value pairs (the pulsar.Client keyword names). An unknown
  * name is an error naming it: the Python side only passes names it checked. */
 PAR_EXPORT void *par_client_create(const char *service_url, const char *const *names, const char *const *values, int n,
@@ -405,33 +457,13 @@ PAR_EXPORT void *par_client_create(const char *service_url, const char *const *n
     p_pulsar_client_configuration_set_logger(conf, log_warnings, NULL);
     for (int i = 0; i < n; i++) {
         const char *name = names[i], *value = values[i];
-        int number = atoi(value);
+        const setting_t *setting = find_setting(CLIENT_SETTINGS, N_CLIENT_SETTINGS, name);
         if (strcmp(name, "auth_plugin") == 0) {
             auth_plugin = value;
         } else if (strcmp(name, "auth_params") == 0) {
             auth_params = value;
-        } else if (strcmp(name, "operation_timeout_seconds") == 0) {
-            p_pulsar_client_configuration_set_operation_timeout_seconds(conf, number);
-        } else if (strcmp(name, "io_threads") == 0) {
-            p_pulsar_client_configuration_set_io_threads(conf, number);
-        } else if (strcmp(name, "message_listener_threads") == 0) {
-            p_pulsar_client_configuration_set_message_listener_threads(conf, number);
-        } else if (strcmp(name, "concurrent_lookup_requests") == 0) {
-            p_pulsar_client_configuration_set_concurrent_lookup_request(conf, number);
-        } else if (strcmp(name, "stats_interval_in_seconds") == 0) {
-            p_pulsar_client_configuration_set_stats_interval_in_seconds(conf, (unsigned int)number);
-        } else if (strcmp(name, "tls_trust_certs_file_path") == 0) {
-            p_pulsar_client_configuration_set_tls_trust_certs_file_path(conf, value);
-        } else if (strcmp(name, "tls_allow_insecure_connection") == 0) {
-            p_pulsar_client_configuration_set_tls_allow_insecure_connection(conf, number);
-        } else if (strcmp(name, "tls_validate_hostname") == 0) {
-            p_pulsar_client_configuration_set_validate_hostname(conf, number);
-        } else if (strcmp(name, "tls_private_key_file_path") == 0) {
-            p_pulsar_client_configuration_set_tls_private_key_file_path(conf, value);
-        } else if (strcmp(name, "tls_certificate_file_path") == 0) {
-            p_pulsar_client_configuration_set_tls_certificate_file_path(conf, value);
-        } else if (strcmp(name, "listener_name") == 0) {
-            p_pulsar_client_configuration_set_listener_name(conf, value);
+        } else if (setting != NULL) {
+            setting->apply(conf, value);
         } else {
             set_error(err, errlen, "unsupported client setting: ", name);
             p_pulsar_client_configuration_free(conf);
@@ -485,6 +517,9 @@ typedef struct {
     int64_t first_chunk_ledger, first_chunk_entry; /* a chunked message's first chunk; -1 otherwise */
 } par_group_t;
 
+/* Python's ctypes mirror of par_group_t checks its size against this at load. */
+PAR_EXPORT size_t par_group_size(void) { return sizeof(par_group_t); }
+
 PAR_EXPORT void *par_reader_open(void *client, const char *topic, const void *start_id, int start_len,
                                  const char *const *names, const char *const *values, int n, int *result, char *err,
                                  size_t errlen) {
@@ -499,14 +534,9 @@ PAR_EXPORT void *par_reader_open(void *client, const char *topic, const void *st
     for (int i = 0; i < n; i++) {
         const char *name = names[i], *value = values[i];
         int number = atoi(value);
-        if (strcmp(name, "receiver_queue_size") == 0) {
-            p_pulsar_reader_configuration_set_receiver_queue_size(conf, number);
-        } else if (strcmp(name, "reader_name") == 0) {
-            p_pulsar_reader_configuration_set_reader_name(conf, value);
-        } else if (strcmp(name, "subscription_role_prefix") == 0) {
-            p_pulsar_reader_configuration_set_subscription_role_prefix(conf, value);
-        } else if (strcmp(name, "is_read_compacted") == 0) {
-            p_pulsar_reader_configuration_set_read_compacted(conf, number);
+        const setting_t *setting = find_setting(READER_SETTINGS, N_READER_SETTINGS, name);
+        if (setting != NULL) {
+            setting->apply(conf, value);
         } else if (strcmp(name, "public_key_path") == 0) {
             public_key = value;
         } else if (strcmp(name, "private_key_path") == 0) {
@@ -710,19 +740,145 @@ PAR_EXPORT int64_t par_rows(void *handle) { return ((par_reader_t *)handle)->col
 
 PAR_EXPORT void par_truncate(void *handle, int64_t rows) { columns_truncate(&((par_reader_t *)handle)->cols, rows); }
 
-/* ---- handing a batch to Python ----------------------------------------------------------------- */
-/* The buffers of one exported batch, owned by the batch until par_batch_free. Python wraps each
- * with pyarrow.foreign_buffer (no copy) and frees the batch when the last array is collected. */
-enum { BUF_VALID, BUF_OFFSETS, BUF_DATA };
+/* ---- handing a batch to Python: the Arrow C Data Interface ------------------------------------ */
+/* The standard ABI (https://arrow.apache.org/docs/format/CDataInterface.html), which pyarrow imports
+ * without a copy: a batch is a struct array whose children are the columns below, by name; Python
+ * imports the schema once (par_arrow_schema) and checks it against schemas/columns.py, so a column
+ * that drifted is a refused library, not a misread buffer. */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+#define ARROW_FLAG_NULLABLE 2
+struct ArrowSchema {
+    const char *format;
+    const char *name;
+    const char *metadata;
+    int64_t flags;
+    int64_t n_children;
+    struct ArrowSchema **children;
+    struct ArrowSchema *dictionary;
+    void (*release)(struct ArrowSchema *);
+    void *private_data;
+};
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+#endif
+
+/* The exported tree: the batch (a struct), its columns, and the properties map's entries and their
+ * key and value. `source` says which buffers a node carries; `parent` its place in the tree. */
+enum { N_BATCH, N_KEY, N_VALUE, N_ID, N_PUBLISH, N_EVENT, N_PROPS, N_ORDERING, N_PRODUCER, N_SCHEMA_VERSION,
+       N_ENTRIES, N_PROP_KEY, N_PROP_VALUE, N_NODES };
+enum { SRC_NONE, SRC_VAR, SRC_INT64, SRC_EVENT, SRC_PROP_OFFSETS };
 typedef struct {
-    int64_t rows, props;
-    /* per varcol: validity, offsets, data (addresses and byte lengths) */
-    const uint8_t *var_ptr[N_VARCOLS][3];
-    int64_t var_len[N_VARCOLS][3];
-    const uint8_t *publish_ptr, *event_valid_ptr, *event_ptr, *prop_offsets_ptr, *schema_version_ptr;
-    int64_t publish_len, event_valid_len, event_len, prop_offsets_len, schema_version_len;
+    const char *name, *format;
+    int64_t flags;
+    int parent; /* -1: the root */
+    int source; /* SRC_* */
+    int varcol; /* with SRC_VAR: the COL_* it reads */
+} node_t;
+
+static const node_t NODES[N_NODES] = {
+    [N_BATCH] = {"", "+s", 0, -1, SRC_NONE, 0},
+    [N_KEY] = {"key", "u", ARROW_FLAG_NULLABLE, N_BATCH, SRC_VAR, COL_KEY},
+    [N_VALUE] = {"value", "z", ARROW_FLAG_NULLABLE, N_BATCH, SRC_VAR, COL_VALUE},
+    [N_ID] = {"messageId", "z", ARROW_FLAG_NULLABLE, N_BATCH, SRC_VAR, COL_ID},
+    [N_PUBLISH] = {"publishTime", "tsu:UTC", ARROW_FLAG_NULLABLE, N_BATCH, SRC_INT64, 0},
+    [N_EVENT] = {"eventTime", "tsu:UTC", ARROW_FLAG_NULLABLE, N_BATCH, SRC_EVENT, 0},
+    [N_PROPS] = {"properties", "+m", ARROW_FLAG_NULLABLE, N_BATCH, SRC_PROP_OFFSETS, 0},
+    [N_ORDERING] = {"orderingKey", "u", ARROW_FLAG_NULLABLE, N_BATCH, SRC_VAR, COL_ORDERING},
+    [N_PRODUCER] = {"producerName", "u", ARROW_FLAG_NULLABLE, N_BATCH, SRC_VAR, COL_PRODUCER},
+    [N_SCHEMA_VERSION] = {"schemaVersion", "l", ARROW_FLAG_NULLABLE, N_BATCH, SRC_INT64, 0},
+    [N_ENTRIES] = {"entries", "+s", 0, N_PROPS, SRC_NONE, 0},
+    [N_PROP_KEY] = {"key", "u", 0, N_ENTRIES, SRC_VAR, COL_PROP_KEY},
+    [N_PROP_VALUE] = {"value", "u", ARROW_FLAG_NULLABLE, N_ENTRIES, SRC_VAR, COL_PROP_VALUE},
+};
+
+static int64_t children_of(int node, int *out) {
+    int64_t n = 0;
+    for (int i = 0; i < N_NODES; i++)
+        if (NODES[i].parent == node) out[n++] = i;
+    return n;
+}
+
+/* One allocation per exported schema: the nodes and their child pointers. */
+typedef struct {
+    struct ArrowSchema nodes[N_NODES];
+    struct ArrowSchema *links[N_NODES];
+} schema_block_t;
+
+static void release_schema_child(struct ArrowSchema *s) { s->release = NULL; }
+
+static void release_schema(struct ArrowSchema *s) {
+    schema_block_t *block = s->private_data;
+    for (int i = 1; i < N_NODES; i++)
+        if (block->nodes[i].release != NULL) block->nodes[i].release(&block->nodes[i]);
+    s->release = NULL;
+    free(block);
+}
+
+/* The batch's schema as an ArrowSchema the caller imports (moving it out) and then frees with
+ * par_arrow_schema_free; NULL when out of memory. */
+PAR_EXPORT struct ArrowSchema *par_arrow_schema(void) {
+    schema_block_t *block = calloc(1, sizeof *block);
+    struct ArrowSchema *out = calloc(1, sizeof *out);
+    if (block == NULL || out == NULL) {
+        free(block);
+        free(out);
+        return NULL;
+    }
+    int used = 0;
+    for (int i = 0; i < N_NODES; i++) {
+        struct ArrowSchema *node = i == N_BATCH ? out : &block->nodes[i];
+        int kids[N_NODES];
+        node->format = NODES[i].format;
+        node->name = NODES[i].name;
+        node->flags = NODES[i].flags;
+        node->n_children = children_of(i, kids);
+        node->children = node->n_children > 0 ? &block->links[used] : NULL;
+        for (int64_t k = 0; k < node->n_children; k++) block->links[used++] = &block->nodes[kids[k]];
+        node->release = i == N_BATCH ? release_schema : release_schema_child;
+        node->private_data = i == N_BATCH ? block : NULL;
+    }
+    return out;
+}
+
+PAR_EXPORT void par_arrow_schema_free(struct ArrowSchema *s) {
+    if (s == NULL) return;
+    if (s->release != NULL) s->release(s); /* not imported: still ours */
+    free(s);
+}
+
+/* One allocation per exported batch: the columns it owns, the nodes, their buffer and child pointers. */
+typedef struct {
     columns_t owned;
-} par_batch_t;
+    struct ArrowArray nodes[N_NODES];
+    struct ArrowArray *links[N_NODES];
+    const void *buffers[N_NODES][3];
+} array_block_t;
+
+static const uint64_t EMPTY[1] = {0}; /* a non-null address for a buffer of no bytes */
+
+static const void *bytes_of(const buf_t *b) { return b->data != NULL ? (const void *)b->data : (const void *)EMPTY; }
+
+static void release_array_child(struct ArrowArray *a) { a->release = NULL; }
+
+static void release_array(struct ArrowArray *a) {
+    array_block_t *block = a->private_data;
+    for (int i = 1; i < N_NODES; i++)
+        if (block->nodes[i].release != NULL) block->nodes[i].release(&block->nodes[i]);
+    columns_free(&block->owned);
+    a->release = NULL;
+    free(block);
+}
 
 static void pad_bits(buf_t *b, int64_t bits) {
     int64_t bytes = (bits + 7) / 8;
@@ -732,46 +888,80 @@ static void pad_bits(buf_t *b, int64_t bits) {
     }
 }
 
-/* Move the batch's columns out (the reader starts an empty batch); NULL when out of memory. */
-PAR_EXPORT par_batch_t *par_export(void *handle) {
+/* Move the batch's columns out (the reader starts an empty batch) as an ArrowArray the caller
+ * imports (moving it out) and then frees with par_arrow_array_free; NULL when out of memory. */
+PAR_EXPORT struct ArrowArray *par_export_arrow(void *handle) {
     par_reader_t *r = handle;
-    par_batch_t *b = calloc(1, sizeof *b);
-    if (b == NULL) return NULL;
-    b->owned = r->cols;
-    memset(&r->cols, 0, sizeof r->cols);
-    if (columns_init(&r->cols) != 0) {
-        r->cols = b->owned;
-        free(b);
+    array_block_t *block = calloc(1, sizeof *block);
+    struct ArrowArray *out = calloc(1, sizeof *out);
+    if (block == NULL || out == NULL) {
+        free(block);
+        free(out);
         return NULL;
     }
-    columns_t *c = &b->owned;
-    b->rows = c->rows;
-    b->props = c->props;
-    for (int i = 0; i < N_VARCOLS; i++) {
-        int64_t items = (i == COL_PROP_KEY || i == COL_PROP_VALUE) ? c->props : c->rows;
-        pad_bits(&c->var[i].valid, items);
-        buf_t *bufs[3] = {&c->var[i].valid, &c->var[i].offsets, &c->var[i].data};
-        for (int k = 0; k < 3; k++) {
-            b->var_ptr[i][k] = bufs[k]->data;
-            b->var_len[i][k] = bufs[k]->len;
-        }
+    block->owned = r->cols;
+    memset(&r->cols, 0, sizeof r->cols);
+    if (columns_init(&r->cols) != 0) {
+        columns_free(&r->cols);
+        r->cols = block->owned;
+        free(block);
+        free(out);
+        return NULL;
     }
+    columns_t *c = &block->owned;
+    for (int i = 0; i < N_VARCOLS; i++) pad_bits(&c->var[i].valid, (i == COL_PROP_KEY || i == COL_PROP_VALUE) ? c->props : c->rows);
     pad_bits(&c->event_valid, c->rows);
-    b->publish_ptr = c->publish_us.data;
-    b->publish_len = c->publish_us.len;
-    b->event_valid_ptr = c->event_valid.data;
-    b->event_valid_len = c->event_valid.len;
-    b->event_ptr = c->event_us.data;
-    b->event_len = c->event_us.len;
-    b->prop_offsets_ptr = c->prop_offsets.data;
-    b->prop_offsets_len = c->prop_offsets.len;
-    b->schema_version_ptr = c->schema_version.data;
-    b->schema_version_len = c->schema_version.len;
-    return b;
+    int used = 0;
+    for (int i = 0; i < N_NODES; i++) {
+        struct ArrowArray *node = i == N_BATCH ? out : &block->nodes[i];
+        const void **bufs = block->buffers[i];
+        const node_t *d = &NODES[i];
+        int kids[N_NODES];
+        int inside_props = d->parent == N_ENTRIES || i == N_ENTRIES;
+        node->length = inside_props ? c->props : c->rows;
+        node->null_count = 0;
+        switch (d->source) {
+        case SRC_VAR: {
+            const varcol_t *v = &c->var[d->varcol];
+            node->n_buffers = 3;
+            bufs[0] = v->valid.len > 0 ? v->valid.data : NULL;
+            bufs[1] = bytes_of(&v->offsets);
+            bufs[2] = bytes_of(&v->data);
+            node->null_count = bufs[0] != NULL ? -1 : 0; /* pyarrow counts them when asked */
+            break;
+        }
+        case SRC_INT64:
+            node->n_buffers = 2;
+            bufs[0] = NULL;
+            bufs[1] = bytes_of(i == N_PUBLISH ? &c->publish_us : &c->schema_version);
+            break;
+        case SRC_EVENT:
+            node->n_buffers = 2;
+            bufs[0] = c->event_valid.len > 0 ? c->event_valid.data : NULL;
+            bufs[1] = bytes_of(&c->event_us);
+            node->null_count = bufs[0] != NULL ? -1 : 0;
+            break;
+        case SRC_PROP_OFFSETS:
+            node->n_buffers = 2;
+            bufs[0] = NULL;
+            bufs[1] = bytes_of(&c->prop_offsets);
+            break;
+        default: /* a struct: its validity only, none null */
+            node->n_buffers = 1;
+            bufs[0] = NULL;
+        }
+        node->buffers = bufs;
+        node->n_children = children_of(i, kids);
+        node->children = node->n_children > 0 ? &block->links[used] : NULL;
+        for (int64_t k = 0; k < node->n_children; k++) block->links[used++] = &block->nodes[kids[k]];
+        node->release = i == N_BATCH ? release_array : release_array_child;
+        node->private_data = i == N_BATCH ? block : NULL;
+    }
+    return out;
 }
 
-PAR_EXPORT void par_batch_free(par_batch_t *b) {
-    if (b == NULL) return;
-    columns_free(&b->owned);
-    free(b);
+PAR_EXPORT void par_arrow_array_free(struct ArrowArray *a) {
+    if (a == NULL) return;
+    if (a->release != NULL) a->release(a); /* not imported: still ours */
+    free(a);
 }

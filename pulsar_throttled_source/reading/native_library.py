@@ -17,19 +17,22 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
+from ..schemas.columns import MESSAGE_COLUMNS, PARTITION_COLUMNS
+
 log = logging.getLogger(__name__)
 
 # Where a test (or an operator) points at another build of the library, e.g. one under AddressSanitizer.
 LIBRARY_ENV = "PULSAR_THROTTLED_NATIVE_LIBRARY"
 
-N_VARCOLS = 7  # key, value, messageId, orderingKey, producerName, property keys, property values
-KEY, VALUE, MESSAGE_ID, ORDERING_KEY, PRODUCER, PROP_KEY, PROP_VALUE = range(N_VARCOLS)
 STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, -1
 
 
-def _structures() -> tuple[Any, Any]:
-    """The ctypes structures of the library's calls. Made at load, not at import: a package shipped
-    by value pickles its module's classes, and a ctypes structure class cannot be pickled."""
+def _group_type() -> Any:
+    """par_group_t, the one structure a call fills (the batches cross as Arrow C Data Interface structures, whose
+    layout is Arrow's standard). Made at load, not at import: a package shipped by value pickles its module's
+    classes, and a ctypes structure class cannot be pickled."""
 
     class Group(ctypes.Structure):
         """par_group_t: what one par_read_group call appended."""
@@ -43,23 +46,10 @@ def _structures() -> tuple[Any, Any]:
             ("first_chunk_ledger", ctypes.c_int64), ("first_chunk_entry", ctypes.c_int64),
         ]
 
-    class Batch(ctypes.Structure):
-        """par_batch_t's leading fields: the addresses and byte lengths of one exported batch's buffers."""
-
-        _fields_ = [
-            ("rows", ctypes.c_int64), ("props", ctypes.c_int64),
-            ("var_ptr", (ctypes.c_void_p * 3) * N_VARCOLS),
-            ("var_len", (ctypes.c_int64 * 3) * N_VARCOLS),
-            ("publish_ptr", ctypes.c_void_p), ("event_valid_ptr", ctypes.c_void_p), ("event_ptr", ctypes.c_void_p),
-            ("prop_offsets_ptr", ctypes.c_void_p), ("schema_version_ptr", ctypes.c_void_p),
-            ("publish_len", ctypes.c_int64), ("event_valid_len", ctypes.c_int64), ("event_len", ctypes.c_int64),
-            ("prop_offsets_len", ctypes.c_int64), ("schema_version_len", ctypes.c_int64),
-        ]
-
-    return Group, Batch
+    return Group
 
 
-def _declare(lib: ctypes.CDLL, group: Any, batch: Any) -> None:
+def _declare(lib: ctypes.CDLL, group: Any) -> None:
     str_array = ctypes.POINTER(ctypes.c_char_p)
     c_void_p, c_int, c_char_p, c_size_t, c_int64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int64
     signatures = {
@@ -75,8 +65,12 @@ def _declare(lib: ctypes.CDLL, group: Any, batch: Any) -> None:
         "par_read_group": (c_int, [c_void_p, c_int, c_int64, ctypes.POINTER(group)]),
         "par_rows": (c_int64, [c_void_p]),
         "par_truncate": (None, [c_void_p, c_int64]),
-        "par_export": (ctypes.POINTER(batch), [c_void_p]),
-        "par_batch_free": (None, [ctypes.POINTER(batch)]),
+        "par_export_arrow": (c_void_p, [c_void_p]),  # struct ArrowArray *
+        "par_arrow_array_free": (None, [c_void_p]),
+        "par_arrow_schema": (c_void_p, []),  # struct ArrowSchema *
+        "par_arrow_schema_free": (None, [c_void_p]),
+        "par_group_size": (c_size_t, []),
+        "par_setting_name": (c_char_p, [c_int, c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
         fn = getattr(lib, name)  # AttributeError: a library of another version
@@ -109,10 +103,15 @@ def _native_library_path() -> Path | None:
 class NativeLibrary:
     """The loaded library and the ctypes structures of its calls, or why there is none (`reason`)."""
 
-    def __init__(self, lib: ctypes.CDLL | None, reason: str, group_type: Any = None) -> None:
+    def __init__(self, lib: ctypes.CDLL | None, reason: str, group_type: Any = None,
+                 arrow_schema: pa.Schema | None = None, client_settings: frozenset[str] = frozenset(),
+                 reader_settings: frozenset[str] = frozenset()) -> None:
         self.lib = lib
         self.reason = reason
         self.group_type = group_type  # par_group_t
+        self.arrow_schema = arrow_schema  # the columns of every exported batch, checked at load
+        # The pulsar.Client / create_reader keyword names the library applies (its settings tables)
+        self.client_settings, self.reader_settings = client_settings, reader_settings
 
     @property
     def available(self) -> bool:
@@ -161,10 +160,10 @@ def _load() -> NativeLibrary:
     libpulsar = libpulsar_path()
     if libpulsar is None:
         return NativeLibrary(None, "no libpulsar found in the pulsar-client installation")
-    group, batch = _structures()
+    group = _group_type()
     try:
         lib = ctypes.CDLL(str(path))
-        _declare(lib, group, batch)
+        _declare(lib, group)
     except (OSError, AttributeError) as e:
         return NativeLibrary(None, f"cannot load {path.name}: {e}")
     err = ctypes.create_string_buffer(512)
@@ -173,11 +172,48 @@ def _load() -> NativeLibrary:
     problem = self_check(lib)
     if problem:
         return NativeLibrary(None, f"self-check failed: {problem}")
-    return NativeLibrary(lib, "", group)
+    if lib.par_group_size() != ctypes.sizeof(group):
+        return NativeLibrary(None, f"par_group_t is {lib.par_group_size()} bytes in the library, {ctypes.sizeof(group)} here")
+    try:
+        schema = batch_schema(lib)
+    except (MemoryError, ValueError) as e:
+        return NativeLibrary(None, f"self-check failed: {e}")
+    return NativeLibrary(lib, "", group, schema, settings_table(lib, reader=False), settings_table(lib, reader=True))
+
+
+def settings_table(lib: ctypes.CDLL, reader: bool) -> frozenset[str]:
+    """The client's (or reader's) setting names the library can apply, read from its table."""
+    names: set[str] = set()
+    while (name := lib.par_setting_name(int(reader), len(names))) is not None:
+        names.add(name.decode())
+    return frozenset(names)
+
+
+def batch_schema(lib: ctypes.CDLL) -> pa.Schema:
+    """The library's batch columns (its Arrow schema), checked against what the read path expects of each by name
+    (schemas/columns.py): a column that drifted is a library refused at load, not a buffer misread."""
+    pointer = lib.par_arrow_schema()
+    if not pointer:
+        raise MemoryError("the library could not allocate its schema")
+    try:
+        schema = pa.Schema._import_from_c(pointer)
+    finally:
+        lib.par_arrow_schema_free(pointer)
+    expected = native_columns()
+    if schema != expected:
+        raise ValueError(f"the library's columns {schema} are not {expected}")
+    return schema
+
+
+def native_columns() -> pa.Schema:
+    """What the library fills: the message's columns (schemas/columns.MESSAGE_COLUMNS) but the partition's own
+    (topic, partition: the same for every row, added in Python), and each message's schema version."""
+    fields = [pa.field(name, arrow) for name, _, arrow in MESSAGE_COLUMNS if name not in PARTITION_COLUMNS]
+    return pa.schema([*fields, pa.field("schemaVersion", pa.int64())])
 
 
 def self_check(lib: ctypes.CDLL) -> str:
-    """Exercise the library without a broker: an empty batch exports and frees. '' when it holds."""
+    """Exercise the library without a broker: a client is created and freed. '' when it holds."""
     names = (ctypes.c_char_p * 1)(b"receiver_queue_size")
     values = (ctypes.c_char_p * 1)(b"1")
     err = ctypes.create_string_buffer(256)

@@ -3,7 +3,8 @@
 A `NativeReader` wraps one reader of the native library: each `read_group` appends the messages
 of one entry (or as many as fit the batch) to the batch being built, in C, and says which entry
 they belong to; `truncate` drops what the range does not own; `export` hands the batch to Arrow
-without copying (the buffers stay owned by the library until the last array is collected).
+without copying, through the Arrow C Data Interface (the buffers stay owned by the library until
+pyarrow releases the last array made from them).
 """
 
 from __future__ import annotations
@@ -14,37 +15,21 @@ from typing import Any
 import pyarrow as pa
 
 from ..read_task import ClientConfig
-from ..schemas.columns import RAW_ARROW_SCHEMA
-from .native_library import (
-    KEY,
-    MESSAGE_ID,
-    ORDERING_KEY,
-    PRODUCER,
-    PROP_KEY,
-    PROP_VALUE,
-    STATUS_ERROR,
-    VALUE,
-    NativeLibrary,
-    pulsar_error,
-)
+from ..schemas.columns import MESSAGE_COLUMNS, RAW_ARROW_SCHEMA
+from .native_library import STATUS_ERROR, NativeLibrary, pulsar_error
 
 _BOOL_SETTINGS = {"tls_allow_insecure_connection", "tls_validate_hostname", "is_read_compacted"}
-# pulsar.Client / create_reader settings the C API can set (the rest keep a query on the Python path).
-CLIENT_SETTINGS = {"operation_timeout_seconds", "io_threads", "message_listener_threads", "concurrent_lookup_requests",
-                   "stats_interval_in_seconds", "tls_trust_certs_file_path", "tls_allow_insecure_connection",
-                   "tls_validate_hostname", "listener_name", "tls_private_key_file_path", "tls_certificate_file_path"}
-READER_SETTINGS = {"receiver_queue_size", "reader_name", "subscription_role_prefix", "is_read_compacted"}
 CRYPTO_FAILURE_ACTIONS = {"fail": 0, "discard": 1, "consume": 2}
 
 
 Settings = tuple[tuple[str, Any], ...]  # pulsar.Client / create_reader keyword arguments
 
 
-def unsupported_settings(client_kwargs: Settings, reader_kwargs: Settings) -> list[str]:
-    """The pass-through settings the native path cannot apply."""
-    out = [f"pulsar.client.{name}" for name, value in client_kwargs if name not in CLIENT_SETTINGS
+def unsupported_settings(loaded: NativeLibrary, client_kwargs: Settings, reader_kwargs: Settings) -> list[str]:
+    """The pass-through settings the native path cannot apply (the library's own settings tables say which it can)."""
+    out = [f"pulsar.client.{name}" for name, value in client_kwargs if name not in loaded.client_settings
            and not (name == "use_tls" and not value)]
-    out += [f"pulsar.reader.{name}" for name, _ in reader_kwargs if name not in READER_SETTINGS]
+    out += [f"pulsar.reader.{name}" for name, _ in reader_kwargs if name not in loaded.reader_settings]
     return out
 
 
@@ -134,10 +119,14 @@ class NativeReader:
         return bool(answer)
 
     def export(self) -> ExportedBatch:
-        batch = self._lib.par_export(self._handle)
-        if not batch:
+        pointer = self._lib.par_export_arrow(self._handle)
+        if not pointer:
             raise MemoryError(f"Reading {self._topic}: the native reader could not allocate a new batch")
-        return ExportedBatch(self._lib, batch)
+        try:  # pyarrow moves the array out of the structure; freeing it then frees the shell only
+            columns = pa.RecordBatch._import_from_c(pointer, self.loaded_from.arrow_schema)
+        finally:
+            self._lib.par_arrow_array_free(pointer)
+        return ExportedBatch(columns)
 
     def close(self) -> None:
         if self._handle is not None:
@@ -146,71 +135,37 @@ class NativeReader:
 
 
 class ExportedBatch:
-    """The buffers of one exported batch; freed by the library when this object is collected (every
-    Arrow buffer made from them holds it as its base)."""
+    """The columns of one exported batch (native_library.native_columns), by name."""
 
-    def __init__(self, lib: ctypes.CDLL, batch: Any) -> None:
-        self._lib = lib
-        self._batch = batch
-        self.b = batch.contents  # par_batch_t
+    def __init__(self, columns: pa.RecordBatch) -> None:
+        self.columns = columns
 
-    def __del__(self) -> None:
-        self._lib.par_batch_free(self._batch)
-
-    def _buffer(self, address: int | None, length: int) -> pa.Buffer | None:
-        if not length or not address:
-            return None
-        return pa.foreign_buffer(address, length, base=self)
-
-    def _varlen(self, col: int, arrow_type: pa.DataType, items: int) -> pa.Array:
-        ptrs, lens = self.b.var_ptr[col], self.b.var_len[col]
-        validity = self._buffer(ptrs[0], lens[0])
-        data = self._buffer(ptrs[2], lens[2]) or pa.py_buffer(b"")
-        return pa.Array.from_buffers(arrow_type, items, [validity, self._buffer(ptrs[1], lens[1]), data], null_count=-1)
-
-    def _int64(self, arrow_type: pa.DataType, address: int | None, length: int, validity: pa.Buffer | None = None) -> pa.Array:
-        return pa.Array.from_buffers(arrow_type, self.b.rows, [validity, self._buffer(address, length)], null_count=-1)
+    @property
+    def rows(self) -> int:
+        return self.columns.num_rows
 
     def keys(self) -> pa.Array:
-        return self._varlen(KEY, pa.string(), self.b.rows)
+        return self.columns.column("key")
 
     def values(self) -> pa.Array:
-        return self._varlen(VALUE, pa.binary(), self.b.rows)
+        return self.columns.column("value")
 
     def message_ids(self) -> pa.Array:
-        return self._varlen(MESSAGE_ID, pa.binary(), self.b.rows)
+        return self.columns.column("messageId")
 
     def schema_versions(self) -> pa.Array:
-        return self._int64(pa.int64(), self.b.schema_version_ptr, self.b.schema_version_len)
+        return self.columns.column("schemaVersion")
 
     def metadata_arrays(self, partition: str, partition_index: int) -> list[pa.Array]:
-        """key, topic, partition, messageId, publishTime, eventTime, properties, orderingKey and
-        producerName, as arrow_rows.metadata_arrays builds them on the Python path."""
-        rows, b = self.b.rows, self.b
-        timestamp = RAW_ARROW_SCHEMA.field("publishTime").type
-        prop_keys = self._varlen(PROP_KEY, pa.string(), b.props)
-        prop_values = self._varlen(PROP_VALUE, pa.string(), b.props)
-        entry_struct = pa.StructArray.from_arrays([prop_keys, prop_values], fields=list(_ENTRY_FIELDS))
-        properties = pa.Array.from_buffers(_PROPERTIES, rows, [None, self._buffer(b.prop_offsets_ptr, b.prop_offsets_len)],
-                                           null_count=0, children=[entry_struct])
-        return [
-            self.keys(),
-            pa.repeat(pa.scalar(partition, pa.string()), rows),
-            pa.repeat(pa.scalar(partition_index, pa.int32()), rows),
-            self.message_ids(),
-            self._int64(timestamp, b.publish_ptr, b.publish_len),
-            self._int64(timestamp, b.event_ptr, b.event_len, self._buffer(b.event_valid_ptr, b.event_valid_len)),
-            properties,
-            self._varlen(ORDERING_KEY, pa.string(), rows),
-            self._varlen(PRODUCER, pa.string(), rows),
-        ]
+        """Every column of MESSAGE_COLUMNS but the payload, in its order, as arrow_rows.metadata_arrays builds
+        them on the Python path: the library's by name, the partition's own repeated."""
+        rows = self.rows
+        own = {"topic": pa.repeat(pa.scalar(partition, pa.string()), rows),
+               "partition": pa.repeat(pa.scalar(partition_index, pa.int32()), rows)}
+        return [own[name] if name in own else self.columns.column(name) for name, _, _ in MESSAGE_COLUMNS if name != "value"]
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         """The raw layout (schemas/columns.RAW_ARROW_SCHEMA)."""
         key, topic, index, ids, publish, event, props, ordering, producer = self.metadata_arrays(partition, partition_index)
         return pa.RecordBatch.from_arrays([key, self.values(), topic, index, ids, publish, event, props, ordering, producer],
                                           schema=RAW_ARROW_SCHEMA)
-
-
-_PROPERTIES = RAW_ARROW_SCHEMA.field("properties").type
-_ENTRY_FIELDS = (_PROPERTIES.key_field, _PROPERTIES.item_field)

@@ -27,7 +27,7 @@ def native_path_problem(client_kwargs: Settings, reader_kwargs: Settings) -> str
     loaded = native_library()
     if not loaded.available:
         return loaded.reason
-    unsupported = unsupported_settings(client_kwargs, reader_kwargs)
+    unsupported = unsupported_settings(loaded, client_kwargs, reader_kwargs)
     if unsupported:
         return f"the native read path cannot apply {', '.join(unsupported)}"
     return ""

@@ -217,6 +217,23 @@ def test_readers_start_inclusively_with_the_installed_libpulsar():
     assert loaded.inclusive_start
 
 
+def test_the_library_describes_its_columns_and_settings_and_a_drifted_column_is_refused(monkeypatch):
+    """Batches cross as Arrow C Data Interface structures under the schema the library exports, checked at load
+    against schemas/columns.py by name and type; the settings it applies come from its own tables."""
+    loaded = native_module.native_library()
+    assert loaded.available, loaded.reason
+    assert loaded.arrow_schema is not None and loaded.arrow_schema.names == [
+        "key", "value", "messageId", "publishTime", "eventTime", "properties", "orderingKey", "producerName", "schemaVersion"]
+    assert {"receiver_queue_size", "reader_name"} <= loaded.reader_settings
+    assert {"operation_timeout_seconds", "tls_validate_hostname"} <= loaded.client_settings
+    assert "connection_timeout_ms" not in loaded.client_settings
+    expected = native_module.native_columns()
+    drifted = expected.set(expected.get_field_index("publishTime"), pa.field("publishTime", pa.timestamp("ms", tz="UTC")))
+    monkeypatch.setattr(native_module, "native_columns", lambda: drifted)
+    with pytest.raises(ValueError, match="publishTime: timestamp\\[us"):
+        native_module.batch_schema(loaded.lib)
+
+
 def test_auto_takes_the_python_path_for_a_setting_the_native_path_cannot_apply(broker, admin, pulsar_client, unique,
                                                                                 library_at, caplog):
     topic = create_topic(admin, f"native-setting-{unique}", 0)

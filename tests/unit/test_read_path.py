@@ -23,7 +23,9 @@ def library(monkeypatch):
     monkeypatch.setattr(read_path, "_WARNED", set())
 
     def loaded(available: bool, reason: str = "") -> None:
-        monkeypatch.setattr(read_path, "native_library", lambda: NativeLibrary(object() if available else None, reason))  # type: ignore[arg-type]
+        settings = (frozenset({"operation_timeout_seconds"}), frozenset({"receiver_queue_size", "reader_name"}))
+        monkeypatch.setattr(read_path, "native_library",  # type: ignore[arg-type]
+                            lambda: NativeLibrary(object() if available else None, reason, None, None, *settings))
     return loaded
 
 
@@ -52,7 +54,8 @@ def test_settings_the_c_api_cannot_apply_keep_the_query_on_the_python_path(libra
     assert read_path.uses_native_path(config(client=(("operation_timeout_seconds", 10), ("use_tls", False)),
                                              reader=(("receiver_queue_size", 5),)))
     odd = config(client=(("connection_timeout_ms", 5000),), reader=(("reader_name", "r"),))
-    assert unsupported_settings(odd.client_kwargs, odd.reader_kwargs) == ["pulsar.client.connection_timeout_ms"]
+    assert unsupported_settings(read_path.native_library(), odd.client_kwargs, odd.reader_kwargs) == [
+        "pulsar.client.connection_timeout_ms"]
     assert not read_path.uses_native_path(odd)
     assert "cannot apply pulsar.client.connection_timeout_ms" in caplog.records[0].getMessage()
     with pytest.raises(read_path.NativeReadPathUnavailable, match="pulsar.client.connection_timeout_ms"):
