@@ -8,7 +8,7 @@ export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
 .PHONY: demo test lint unit bench clean install native wheels dist
 
-$(STAMP): pyproject.toml native/pyproject.toml native/setup.py native/src/pulsar_arrow_reader.c
+$(STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native/src/*.c native/src/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)

@@ -34,7 +34,9 @@ setup(
     ext_modules=[
         Extension(
             "pulsar_throttled_native._pulsar_arrow_reader",
-            sources=["src/pulsar_arrow_reader.c"],
+            # One file per job (src/par_internal.h lists them); every .c of src/ is the library.
+            sources=sorted(f"src/{p.name}" for p in (HERE / "src").glob("*.c")),
+            depends=["src/par_internal.h"],
             extra_compile_args=["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fvisibility=hidden",
                                 "-Wall", "-Wextra", "-Werror"],
             libraries=["dl"],

@@ -1,4 +1,4 @@
-"""The native read path's shared library (built from native/src/pulsar_arrow_reader.c).
+"""The native read path's shared library (built from native/src/*.c).
 
 Not imported as an extension module: pulsar-throttled-source loads the file with ctypes."""
 

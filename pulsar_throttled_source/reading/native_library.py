@@ -1,4 +1,4 @@
-"""Executor side: the native read path's library (native/src/pulsar_arrow_reader.c), found, loaded
+"""Executor side: the native read path's library (native/src/, whose par_internal.h lists its files), found, loaded
 and checked once per process, with the ctypes types of its calls.
 
 The library calls libpulsar's C API in the copy the pulsar-client wheel ships

@@ -264,10 +264,10 @@ def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client,
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not asan or not Path(asan).exists():
         pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")
-    source = Path(__file__).resolve().parents[2] / "native" / "src" / "pulsar_arrow_reader.c"
+    sources = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "native" / "src").glob("*.c"))
     library = tmp_path / "pulsar_arrow_reader_asan.so"
     subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fsanitize=address",
-                    "-fno-omit-frame-pointer", "-o", str(library), str(source), "-ldl"], check=True)
+                    "-fno-omit-frame-pointer", "-o", str(library), *sources, "-ldl"], check=True)
     fields, chunked, encrypted, avro = (create_topic(admin, f"asan-{name}-{unique}", n) for name, n in
                                         (("fields", 2), ("chunked", 1), ("encrypted", 0), ("avro", 0)))
     expected = {fields: len(produce(pulsar_client, fields, 200, batch=7)), chunked: len(mixed_backlog(pulsar_client, chunked)),
