@@ -44,6 +44,7 @@ class PythonEntries:
         cfg = part.config
         self._decoder = decoder_for(part.partition, cfg) if cfg.value_schema is not None else None
         self._columns = self._new_columns()
+        self._appenders = self._columns.appenders()
         self._group = EntryGroup()
         self.ended_exactly = False  # the Python path never parks its reader
         # The current entry, as its first message said (a batch shares its metadata), for the rest of its messages.
@@ -51,7 +52,6 @@ class PythonEntries:
         self._ids = EntryIds()
         self._publish_ms = 0
         self._producer = ""
-        self._serialized = b""
         # A message read past the group's entry (the next call's first), and an error met after the group's
         # first message (raised by the next call, once the messages before it are accounted for).
         self._pending: tuple[Any, Any] | None = None
@@ -62,8 +62,8 @@ class PythonEntries:
 
     def read_group(self, timeout_ms: int, max_rows: int) -> EntryGroup:
         g = self._group
-        rows, add_msg, add_id, add_publish, add_producer = self._columns.appenders()
-        g.rows_before = len(rows)
+        rows, add_msg, add_id, add_publish, add_producer = self._appenders
+        g.rows_before = before = len(rows)
         read = self._read
         if self._pending is not None:
             (msg, mid), self._pending = self._pending, None
@@ -80,35 +80,48 @@ class PythonEntries:
         g.status = STATUS_OK
         index = mid.batch_index()
         g.batch_index = index
+        if index < 0:
+            # Not batched: one message, an entry of its own (every message of an unbatched topic: no loop).
+            g.new_entry = g.entry_complete = 1
+            g.ledger, g.entry = mid.ledger_id(), mid.entry_id()
+            serialized = mid.serialize()
+            # A chunked message belongs to the range of its first chunk.
+            first = first_chunk_position(serialized) if 0x3A in serialized else None
+            if first is None:
+                g.first_chunk_ledger = -1
+            else:
+                g.first_chunk_ledger, g.first_chunk_entry = first
+            add_msg(msg)
+            add_id(serialized)
+            add_publish(msg.publish_timestamp())
+            add_producer(msg.producer_name())
+            self._prev_index = index
+            g.rows = before + 1
+            return g
         ids = self._ids
-        if index < 1 or index != self._prev_index + 1:
+        if index == 0 or index != self._prev_index + 1:
             g.new_entry = 1
             g.ledger, g.entry = mid.ledger_id(), mid.entry_id()
-            first = None
-            if index < 0:
-                self._serialized = mid.serialize()
-                first = first_chunk_position(self._serialized) if 0x3A in self._serialized else None
-            g.first_chunk_ledger, g.first_chunk_entry = first if first is not None else (-1, -1)
+            g.first_chunk_ledger = -1  # a batch is never chunked
             self._publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
             self._producer = msg.producer_name()
             ids.new_entry(mid, index)
         else:
             g.new_entry = 0
-        publish_ms, producer, serialized = self._publish_ms, self._producer, self._serialized
+        publish_ms, producer = self._publish_ms, self._producer
         id_head, id_tail, size = ids.head, ids.tail, ids.batch_size
         timeout = self._timeout
         while True:
             # Columns.appenders(), inlined: per message, only appends (the fields are read at to_batch).
             add_msg(msg)
             # The id: spliced from the entry's head and tail (EntryIds), or the client's own bytes.
-            add_id(serialized if index < 0 else id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
+            add_id(id_head + varint(index) + id_tail if id_head is not None else mid.serialize())
             add_publish(publish_ms)
             add_producer(producer)
-            if index < 0 or index + 1 >= size > 0:
-                complete = 1
-                break
-            if size <= 0:
-                complete = -1  # the id does not say how many follow: the loop asks the broker where it matters
+            if index + 1 >= size:
+                # The entry's last message, or (size 0) its id does not say how many follow: the loop asks
+                # the broker where it matters (the range's last entry), as before every message.
+                complete = 1 if size > 0 else -1
                 break
             if len(rows) >= max_rows:
                 complete = 0
@@ -140,7 +153,7 @@ class PythonEntries:
         return self._columns.rows
 
     def truncate(self, rows: int) -> None:
-        self._columns.truncate(rows)
+        self._columns.truncate(rows)  # in place: the appenders stay bound
 
     def drop(self, lo: int, hi: int, rows: int) -> int:
         self._columns.drop(lo, hi)
@@ -151,4 +164,5 @@ class PythonEntries:
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         columns, self._columns = self._columns, self._new_columns()
+        self._appenders = self._columns.appenders()
         yield columns.to_batch(self._part.partition, self._part.partition_index)

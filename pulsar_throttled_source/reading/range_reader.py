@@ -76,7 +76,7 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
     `gone` says whether the range's entries were all deleted, asked when the broker keeps failing."""
     cfg = part.config
     progress = RangeProgress(part, lookups)
-    account, last_entry, enter = progress.account, progress.last_entry, progress.enter
+    account, last_entry, enter, windows = progress.account, progress.last_entry, progress.enter, progress.windows
     poll_ms = min(cfg.poll_timeout_ms, IDLE_CHECK_MS)
     limit = cfg.max_rows_per_batch
     read_group, truncate = source.read_group, source.truncate
@@ -108,16 +108,16 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
         chunks ends in a walk)."""
         return complete == 0 or (complete < 0 and has_message_available(source, part, gone))
 
+    timed_out = STATUS_TIMEOUT
     try:
         while True:
             g = read_group(poll_ms, limit)
-            if g.status == STATUS_TIMEOUT:
+            if g.status == timed_out:
                 idle_ms += poll_ms
                 if progress.idle(idle_ms, last_pos):
                     break
                 continue
             idle_ms = 0
-            batch_index, complete = g.batch_index, g.entry_complete
             if g.new_entry:
                 position = (g.ledger, g.entry)
                 # A chunked message belongs to the range of its first chunk.
@@ -127,7 +127,7 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
                     truncate(g.rows_before)  # the range is done: these rows are the next micro-batch's
                     break
                 skip = verdict
-                window = progress.window(position, first)
+                window = progress.window(position, first) if windows else None
                 in_end_entry = position == last_entry
                 last_pos = position
             if skip:
@@ -138,16 +138,17 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
             rows = g.rows if window is None else bound(g, *window)
             if rows >= limit:
                 yield from source.batches()
-            if account is not None and account.cursor.exhausted:
-                more_of_end_batch = in_end_entry and batch_index >= 0 and more_in_entry(complete)
-                if not more_of_end_batch:
-                    settled = account.settled()
-                    if progress.done(settled):
-                        # Stopped right after the range's last message, owing nothing: the reader can go on.
-                        source.ended_exactly = in_end_entry and settled
-                        break
+            if account is not None:
+                if account.cursor.exhausted:
+                    more_of_end_batch = in_end_entry and g.batch_index >= 0 and more_in_entry(g.entry_complete)
+                    if not more_of_end_batch:
+                        settled = account.settled()
+                        if progress.done(settled):
+                            # Stopped right after the range's last message, owing nothing: the reader can go on.
+                            source.ended_exactly = in_end_entry and settled
+                            break
             # Last entry of the range: done unless more messages of the same batch follow.
-            if account is None and in_end_entry and (batch_index < 0 or not more_in_entry(complete)):
+            elif in_end_entry and (g.batch_index < 0 or not more_in_entry(g.entry_complete)):
                 source.ended_exactly = True
                 break
     except EncryptedEntryError as e:
