@@ -1,16 +1,18 @@
 """Reading: what a Spark task does on an executor with one planned range (start, end].
 
 (What a task carries, PartitionRange and ClientConfig, is ``..read_task``: planning builds it.)
-- ``read``: the read loop: a non-durable reader over the range, exactly the planned entries.
+- ``read``: a read task: a non-durable reader over the range, exactly the planned entries, on either read path.
+- ``range_reader``: the one read loop of both paths, entry by entry: every rule of where a range starts and ends.
+- ``python_read``: the Python path's side of it: the pulsar-client reader, message by message into ``arrow_rows``.
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).
 - ``task_lookup``: admin lookups of single entries (what a gap in the dispatch was).
 - ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
 - ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
 - ``errors``: ReadTimeout, DataLossError and the messages that explain them.
-- ``range_progress``: what both read loops decide about their range (which entries belong, when it is done).
+- ``range_progress``: what the read loop decides about its range (which entries belong, when it is done).
 - ``decoded_rows``: the rows of a topic with a schema (payloads decoded by ``..schemas``).
 - ``parked_readers``: readers left open where their range ended, for the next range.
 - ``watch``: lookups and opening a reader given up when the topic is deleted.
 - The native read path: ``read_path`` (which path a task takes), ``native_library`` (loading and checking the C
-  library), ``native_reader`` (its reader and the Arrow batches it fills), ``native_read`` (its read loop).
+  library), ``native_reader`` (its reader and the Arrow batches it fills), ``native_read`` (its side of the read loop).
 """

@@ -21,7 +21,7 @@ _BATCH_INDEX_TAG = bytes([BATCH_INDEX_TAG])  # built once: new_entry runs for ev
 class EntryIds:
     """How to build `MessageId.serialize()` for the messages of one batched entry from the entry's
     first id: the protobuf bytes differ only in the batch index field (tag 0x20), and splicing
-    bytes (`head + varint(index) + tail`, done inline by the read loop in read.py) costs less than
+    bytes (`head + varint(index) + tail`, done inline by python_read's hot loop) costs less than
     the native call (bench/README.md, "Figures behind the code"). An entry whose bytes do not have the expected shape leaves `head` None:
     the loop then calls serialize() itself, so the output is always serialize()'s."""
 
@@ -69,6 +69,16 @@ class Columns:
     @property
     def rows(self) -> int:
         return len(self.msgs)
+
+    def truncate(self, rows: int) -> None:
+        """Drop the rows from `rows` on (messages the range does not own)."""
+        for column in (self.msgs, self.ids, self.publish_ms, self.producers):
+            del column[rows:]
+
+    def drop(self, lo: int, hi: int) -> None:
+        """Drop the rows [lo, hi): never decoded, never in a batch."""
+        for column in (self.msgs, self.ids, self.publish_ms, self.producers):
+            del column[lo:hi]
 
     def appenders(self) -> tuple[list[Any], Callable[[Any], None], Callable[[bytes], None], Callable[[int], None],
                                  Callable[[str], None]]:

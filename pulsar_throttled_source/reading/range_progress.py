@@ -1,5 +1,5 @@
-"""Executor side: the decisions both read loops take about their range (read.py, message by message;
-native_read.py, entry by entry), in one place: whether an entry belongs to the range, when the range
+"""Executor side: the decisions the read loop (range_reader, entry by entry, on both read paths) takes
+about its range: whether an entry belongs to the range, when the range
 is done, what an idle reader means, and what is reported at the end."""
 
 from __future__ import annotations

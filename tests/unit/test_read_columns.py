@@ -14,7 +14,7 @@ from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.protobuf_wire import batch_index_field
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading.read import _read_messages
+from pulsar_throttled_source.reading.python_read import read_python_messages as _read_messages
 from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA, RAW_SPARK_SCHEMA_DDL
 
 P = "persistent://public/default/t-partition-2"

@@ -4,6 +4,7 @@ range, no waiting for entries that will never come, clear errors for those that 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pulsar
@@ -12,9 +13,10 @@ from fakes import FakeMessage, FakeReader
 
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.protobuf_wire import varint
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
-from pulsar_throttled_source.reading.read import _read_messages
+from pulsar_throttled_source.reading.python_read import read_python_messages as _read_messages
 
 P = "persistent://public/default/t-partition-0"
 
@@ -148,3 +150,53 @@ def test_a_range_inside_one_entry_and_an_unbatched_bound_entry():
     single = [FakeMessage.at(5, e) for e in range(4)]
     assert values(task((5, -1), (5, 2), ((5, 0, 3),)).inside_entries((5, 0, 1), (5, 2, 1)), FakeReader(single)) == \
         [b"5:1:-1", b"5:2:-1"]
+
+
+class SizedId:
+    """A batched message's id carrying its entry's batch size, as the client's ids do (a FakeMessage.at id
+    does not say it: the read loop then asks the broker in the end entry)."""
+
+    def __init__(self, ledger: int, entry: int, index: int, size: int) -> None:
+        self._ledger, self._entry, self._index, self._size = ledger, entry, index, size
+
+    def ledger_id(self) -> int:
+        return self._ledger
+
+    def entry_id(self) -> int:
+        return self._entry
+
+    def batch_index(self) -> int:
+        return self._index
+
+    def serialize(self) -> bytes:  # MessageIdData: ledger, entry, partition 0, batch index, batch size
+        return (b"\x08" + varint(self._ledger) + b"\x10" + varint(self._entry) + b"\x18\x00\x20" + varint(self._index)
+                + b"\x30" + varint(self._size))
+
+
+def sized_entry(ledger: int, entry: int, size: int) -> list[FakeMessage]:
+    return [FakeMessage(SizedId(ledger, entry, i, size), value=f"{ledger}:{entry}:{i}".encode()) for i in range(size)]
+
+
+@pytest.mark.parametrize("limit", [1, 3, 5, 100])
+@pytest.mark.parametrize("runs", [((5, 1, 3),), None], ids=["planned", "unplanned"])
+def test_entries_whose_ids_say_their_size_are_read_exactly_in_batches_of_any_size(runs, limit):
+    # An entry's messages come in one group (or as many as fit the batch); a bounded first entry's rows
+    # before its start and the end entry's after its end are dropped, without asking the broker anything.
+    msgs = [m for e in range(5) for m in sized_entry(5, e, 4)]
+    part = task((5, 0), (5, 3), runs).inside_entries((5, 1, 2), (5, 3, 1))
+    part = dataclasses.replace(part, config=dataclasses.replace(part.config, max_rows_per_batch=limit))
+    reader = FakeReader(msgs)
+    reader.has_message_available = lambda: pytest.fail("asked the broker")  # type: ignore[method-assign]
+    batches = list(_read_messages(reader, part, plain))
+    assert [row["value"] for b in batches for row in b.to_pylist()] == \
+        [b"5:1:2", b"5:1:3", *(f"5:2:{i}".encode() for i in range(4)), b"5:3:0"]
+    assert all(0 < b.num_rows <= limit for b in batches)
+    assert [row["messageId"] for b in batches for row in b.to_pylist()][-1] == SizedId(5, 3, 0, 4).serialize()
+    assert len(reader.queue) == 4  # the end entry was read to its end, the next one never taken
+
+
+def test_a_message_after_a_short_batch_starts_the_next_entry():
+    # An entry whose id says 4 messages but delivers 2 (the rest never comes): the next entry's first
+    # message ends it and is read as the next entry's.
+    msgs = sized_entry(5, 0, 4)[:2] + sized_entry(5, 1, 2) + [FakeMessage.at(5, 2)]
+    assert values(task((5, -1), (5, 1), ((5, 0, 2),)), FakeReader(msgs)) == [b"5:0:0", b"5:0:1", b"5:1:0", b"5:1:1"]
