@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..protobuf_wire import BATCH_INDEX_TAG, batch_index_field, batch_size_field, varint
-from ..schemas.columns import RAW_ARROW_SCHEMA
+from ..schemas.columns import METADATA_COLUMNS, RAW_ARROW_SCHEMA
 
 _BATCH_INDEX_TAG = bytes([BATCH_INDEX_TAG])  # built once: new_entry runs for every batched entry
 
@@ -121,30 +121,38 @@ class Columns:
         return pc.if_else(pa.array(null, pa.bool_()), pa.scalar(None, pa.binary()), values)
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        key, topic, index, ids, publish, event, props, ordering, producer = metadata_arrays(self, partition, partition_index)
-        return pa.RecordBatch.from_arrays([key, self.value_array(), topic, index, ids, publish, event, props, ordering, producer],
-                                          schema=RAW_ARROW_SCHEMA)
+        return raw_batch(self.value_array(), metadata_arrays(self, partition, partition_index))
 
 
 def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> list[pa.Array]:
-    """key, topic, partition, messageId, publishTime, eventTime, properties, orderingKey and
-    producerName of the rows of `columns` (a Columns)."""
+    """The metadata columns (schemas/columns.METADATA_COLUMNS, in its order) of the rows of `columns`, by name."""
     import pyarrow.compute as pc
 
-    n = columns.rows
     event = pa.array(columns._field("event_timestamp"), pa.int64())
     event = pc.if_else(pc.equal(event, 0), pa.scalar(None, pa.int64()), event)  # 0 = unset, as the client reports it
-    return [
-        columns.keys(),
-        pa.repeat(pa.scalar(partition, pa.string()), n),
-        pa.repeat(pa.scalar(partition_index, pa.int32()), n),
-        pa.array(columns.ids, pa.binary()),
-        _ms_to_timestamp(pa.array(columns.publish_ms, pa.int64())),
-        _ms_to_timestamp(event),
-        _properties(columns._field("properties")),
-        _empty_as_null(columns._field("ordering_key")),
-        pa.array(columns.producers, pa.string()),
-    ]
+    arrays = {
+        "key": columns.keys(),
+        **partition_columns(partition, partition_index, columns.rows),
+        "messageId": pa.array(columns.ids, pa.binary()),
+        "publishTime": _ms_to_timestamp(pa.array(columns.publish_ms, pa.int64())),
+        "eventTime": _ms_to_timestamp(event),
+        "properties": _properties(columns._field("properties")),
+        "orderingKey": _empty_as_null(columns._field("ordering_key")),
+        "producerName": pa.array(columns.producers, pa.string()),
+    }
+    return [arrays[name] for name in METADATA_COLUMNS]
+
+
+def partition_columns(partition: str, partition_index: int, rows: int) -> dict[str, pa.Array]:
+    """The columns every row of a read task shares (schemas/columns.PARTITION_COLUMNS): its partition's name and index."""
+    return {"topic": pa.repeat(pa.scalar(partition, pa.string()), rows),
+            "partition": pa.repeat(pa.scalar(partition_index, pa.int32()), rows)}
+
+
+def raw_batch(values: pa.Array, metadata: list[pa.Array]) -> pa.RecordBatch:
+    """The raw layout (RAW_ARROW_SCHEMA) from the payloads and the metadata columns (in METADATA_COLUMNS' order)."""
+    by_name = {"value": values, **dict(zip(METADATA_COLUMNS, metadata, strict=True))}
+    return pa.RecordBatch.from_arrays([by_name[name] for name in RAW_ARROW_SCHEMA.names], schema=RAW_ARROW_SCHEMA)
 
 
 _PROPERTIES = RAW_ARROW_SCHEMA.field("properties").type

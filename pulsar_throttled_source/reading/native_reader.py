@@ -15,7 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from ..read_task import ClientConfig
-from ..schemas.columns import MESSAGE_COLUMNS, RAW_ARROW_SCHEMA
+from ..schemas.columns import METADATA_COLUMNS
+from .arrow_rows import partition_columns, raw_batch
 from .native_library import STATUS_ERROR, NativeLibrary, pulsar_error
 
 _BOOL_SETTINGS = {"tls_allow_insecure_connection", "tls_validate_hostname", "is_read_compacted"}
@@ -157,15 +158,11 @@ class ExportedBatch:
         return self.columns.column("schemaVersion")
 
     def metadata_arrays(self, partition: str, partition_index: int) -> list[pa.Array]:
-        """Every column of MESSAGE_COLUMNS but the payload, in its order, as arrow_rows.metadata_arrays builds
-        them on the Python path: the library's by name, the partition's own repeated."""
-        rows = self.rows
-        own = {"topic": pa.repeat(pa.scalar(partition, pa.string()), rows),
-               "partition": pa.repeat(pa.scalar(partition_index, pa.int32()), rows)}
-        return [own[name] if name in own else self.columns.column(name) for name, _, _ in MESSAGE_COLUMNS if name != "value"]
+        """The metadata columns (schemas/columns.METADATA_COLUMNS, in its order), as arrow_rows.metadata_arrays
+        builds them on the Python path: the library's by name, the partition's own repeated."""
+        own = partition_columns(partition, partition_index, self.rows)
+        return [own[name] if name in own else self.columns.column(name) for name in METADATA_COLUMNS]
 
     def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
         """The raw layout (schemas/columns.RAW_ARROW_SCHEMA)."""
-        key, topic, index, ids, publish, event, props, ordering, producer = self.metadata_arrays(partition, partition_index)
-        return pa.RecordBatch.from_arrays([key, self.values(), topic, index, ids, publish, event, props, ordering, producer],
-                                          schema=RAW_ARROW_SCHEMA)
+        return raw_batch(self.values(), self.metadata_arrays(partition, partition_index))

@@ -36,6 +36,7 @@ MESSAGE_COLUMNS: tuple[tuple[str, str | None, pa.DataType], ...] = (
     ("orderingKey", "__orderingKey", pa.string()),
     ("producerName", "__producerName", pa.string()),
 )
+METADATA_COLUMNS = tuple(raw for raw, decoded, _ in MESSAGE_COLUMNS if decoded is not None)  # all but the payload
 PARTITION_COLUMNS = ("topic", "partition")  # the same for every row of a read task: not read per message
 RAW_ARROW_SCHEMA = pa.schema([pa.field(raw, arrow) for raw, _, arrow in MESSAGE_COLUMNS])
 # DataSource.schema() as DDL: Spark parses it without a round trip through Python types.
