@@ -10,7 +10,6 @@ import pytest
 from helpers import create_topic, produce, trim_everything, trim_until, wait_until
 from streaming import (
     Collected,
-    available_now_side_by_side,
     entry_of,
     failure_of,
     identity,
@@ -50,17 +49,16 @@ def run_available_now(spark, opts, checkpoint, sink: Collected, timeout: float =
     assert q.exception() is None
 
 
-def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topic, tmp_path):
-    """On both read paths (auto: the native one where it is installed, as in make test), side by side."""
+@pytest.mark.parametrize("read_path", ["auto", "python"])  # auto: the native read path where it is installed (make test)
+def test_available_now_reads_everything_exactly_once(spark, broker, backlog_topic, tmp_path, read_path):
     topic, sent = backlog_topic
-    opts = {read_path: source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=97, readPath=read_path)
-            for read_path in ("auto", "python")}
-    _, sinks = available_now_side_by_side(spark, {read_path: (o, tmp_path / f"cp-{read_path}") for read_path, o in opts.items()})
-    for read_path, sink in sinks.items():
-        assert_exactly(sink.rows, sent)
-        assert len(sink.batches) > 3, read_path  # the entry cap split the backlog into several micro-batches
-        row = next(r for r in sink.rows if r.value == b"batched-0")
-        assert row.topic == f"{topic}-partition-{row.partition}" and row.publishTime is not None and row.eventTime is None
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=97, readPath=read_path)
+    run_available_now(spark, opts, tmp_path / "cp", sink)
+    assert_exactly(sink.rows, sent)
+    assert len(sink.batches) > 3  # the entry cap split the backlog into several micro-batches
+    row = next(r for r in sink.rows if r.value == b"batched-0")
+    assert row.topic == f"{topic}-partition-{row.partition}" and row.publishTime is not None and row.eventTime is None
 
 
 def test_trigger_once_reads_everything_in_one_batch(spark, broker, backlog_topic, tmp_path):
