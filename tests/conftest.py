@@ -157,12 +157,11 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
-# The longest test files first (seconds each in a clean-clone run of `make test`, printed at its end; the first
-# five reordered after the suite-time cuts: test_secured_cluster -100 s, test_source and test_auth -30 to -50 s
-# each, in one-file runs): `make test`'s xdist workers take whole files in collection order
-# (--no-loadscope-reorder: xdist's default order, by number of tests, put the long single-test files last), so a
-# long file collected last would end the run on one worker while the others sit idle.
-LONGEST_FIRST = ("test_throttling.py", "test_secured_cluster.py", "test_source.py", "test_cluster.py", "test_auth.py",
+# The longest test files first (seconds each in a clean-clone three-worker run of `make test`, printed at its end):
+# `make test`'s xdist workers take whole files in collection order (--no-loadscope-reorder: xdist's default
+# order, by number of tests, put the long single-test files last), so a long file collected last would end
+# the run on one worker while the others sit idle.
+LONGEST_FIRST = ("test_secured_cluster.py", "test_source.py", "test_throttling.py", "test_auth.py", "test_cluster.py",
                  "test_schema_types.py", "test_notebook.py", "test_chunked.py", "test_spark_versions.py", "test_faults.py",
                  "test_bad_input.py", "test_release_artifacts.py", "test_redis_quota_store.py", "test_transactions.py",
                  "test_secured_broker.py", "test_connect.py", "test_deletions.py", "test_identity_provider.py",
