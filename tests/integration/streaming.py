@@ -87,7 +87,9 @@ def available_now_side_by_side(spark, queries: dict[str, tuple[dict[str, str], A
     started: dict[str, Any] = {}
     try:
         for name, (opts, checkpoint) in queries.items():
+            at = time.time()
             q = started[name] = start_collecting(spark, opts, sinks[name], checkpoint, availableNow=True)
+            q.started_at = at  # wall clock, as the progress timestamps: for checks on how long each one ran
             # Side by side, but each one's Python processes (its planner, its first batch's readers) started
             # before the next query starts: a Python start on a busy 2-core machine can miss Spark's fixed 10 s
             # to connect back (docs/DEVELOPMENT.md).

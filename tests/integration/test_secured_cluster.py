@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -217,11 +218,14 @@ def test_tokens_that_expire_while_throttled_queries_read_are_fetched_again(spark
         (tmp_path / how).mkdir()
     with fresh_token_file(idp, token_file) as issued:
         started = time.monotonic()
-        _, sinks = available_now_side_by_side(spark, {how: (options(sb, name, tmp_path / how, read_path, **throttled, **auth), tmp_path / f"cp-{how}")
-                                        for how, (read_path, auth) in auths.items()}, timeout_s=180)
+        queries, sinks = available_now_side_by_side(spark, {how: (options(sb, name, tmp_path / how, read_path, **throttled, **auth),
+                                                                  tmp_path / f"cp-{how}") for how, (read_path, auth) in auths.items()}, 180)
         assert time.monotonic() - started > 2 * TOKEN_LIFETIME_S, "the queries did not outlive two tokens"
-    for how in auths:
+    for how, q in queries.items():
         assert_exactly(sinks[how].rows, sent)
+        last = q.recentProgress[-1]  # each query, from its start to the end of its last batch
+        ended = datetime.fromisoformat(last["timestamp"]).timestamp() + last["durationMs"]["triggerExecution"] / 1000
+        assert ended - q.started_at > 2 * TOKEN_LIFETIME_S, f"the query {how} did not outlive two tokens"
     assert jwt_claims(issued[0])["exp"] < time.time(), "the first token had not expired when the query ended"
     assert len(issued) >= 6
     for read_path in ("python", "native"):
