@@ -4,6 +4,7 @@ as the driver does (plan), for tests that read them in this process."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,34 @@ def start_collecting(spark, opts: dict[str, str], sink: Collected, checkpoint, *
     """Start a query of the source into `sink`; `trigger` as DataStreamWriter.trigger takes it."""
     return (read_stream(spark, opts).writeStream.foreachBatch(sink.sink)
             .option("checkpointLocation", str(checkpoint)).trigger(**trigger).start())
+
+
+def available_now_side_by_side(spark, queries: dict[str, tuple[dict[str, str], Any]], timeout_s: float = 180):
+    """Run AvailableNow queries of the source at once, each `name: (options, checkpoint)` into its own sink, and
+    wait for all (one wait, where each one's time is mostly quota windows or token lifetimes rather than CPU);
+    every one must finish without error. Returns the (stopped) queries and their sinks by name."""
+    from helpers import wait_sources_started, wait_until
+
+    sinks = {name: Collected() for name in queries}
+    started: dict[str, Any] = {}
+    try:
+        for name, (opts, checkpoint) in queries.items():
+            at = time.time()
+            q = started[name] = start_collecting(spark, opts, sinks[name], checkpoint, availableNow=True)
+            q.started_at = at  # wall clock, as the progress timestamps: for checks on how long each one ran
+            # Side by side, but each one's Python processes (its planner, its first batch's readers) started
+            # before the next query starts: a Python start on a busy 2-core machine can miss Spark's fixed 10 s
+            # to connect back (docs/DEVELOPMENT.md).
+            wait_sources_started(q)
+            wait_until(lambda q=q: q.lastProgress is not None or not q.isActive, 120, what=f"the first batch of {name}")
+        deadline = time.monotonic() + timeout_s
+        for name, q in started.items():
+            assert q.awaitTermination(max(1.0, deadline - time.monotonic())), f"the AvailableNow query {name} did not finish"
+            assert q.exception() is None, (name, q.exception())
+    finally:
+        for q in started.values():
+            q.stop()
+    return started, sinks
 
 
 def caught_up(query) -> bool:

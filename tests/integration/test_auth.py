@@ -25,7 +25,7 @@ import pytest
 from conftest import SAME_MESSAGE_LIMIT
 from helpers import create_topic, produce, quiet_logger
 from pyspark.errors import AnalysisException
-from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
+from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
 from topic_admin import TopicAdmin
 
 from pulsar_throttled_source import local_broker
@@ -152,32 +152,38 @@ def test_broker_refuses_requests_without_a_valid_token(auth_broker, token, wrong
 # Reading with the token from options
 
 
-@pytest.mark.parametrize("how", ["client-token", "client-file", "admin-option"])
-def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_topic, token, wrong_token, token_file, tmp_path, how):
+def test_reads_everything_with_the_token_from_options(spark, auth_broker, auth_topic, token, wrong_token, token_file, tmp_path):
+    """The three ways to give the token, each its own query; the three run side by side (one wait for all)."""
     topic, sent = auth_topic
-    auth = {
+    auths = {
         # the admin API takes the client's token by default
         "client-token": {"pulsar.client.authParams": f"token:{token}"},
         "client-file": {"pulsar.client.authParams": f"file://{token_file}"},
         # separate admin credentials
         "admin-option": {"pulsar.admin.authParams": f"file://{token_file}", "pulsar.client.authParams": f"token:{token}"},
-    }[how]
-    opts = auth_options(auth_broker, topic, tmp_path, startingOffsets="earliest", maxEntriesPerTrigger="25",
-                        throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000", **auth)
-    sink = Collected()
-    q = start_collecting(spark, opts, sink, tmp_path / "cp", availableNow=True)
-    assert q.awaitTermination(120), "AvailableNow query did not finish"
-    assert q.exception() is None
+    }
+    opts = {how: auth_options(auth_broker, topic, tmp_path / how, startingOffsets="earliest", maxEntriesPerTrigger="25",
+                              throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000", **auth) for how, auth in auths.items()}
+    for how in auths:
+        (tmp_path / how).mkdir()
+    queries, sinks = available_now_side_by_side(spark, {how: (o, tmp_path / how / "cp") for how, o in opts.items()}, 120)
+    for how in auths:
+        check_token_read(queries[how], sinks[how], opts[how], sent, token, wrong_token, token_file, tmp_path / how / "cp", how)
+
+
+def check_token_read(q, sink: Collected, opts: dict[str, str], sent, token: str, wrong_token: str, token_file: Path,
+                     checkpoint: Path, how: str) -> None:
+    topic = opts["topic"]
     got = Counter(identity(r) for r in sink.rows)
-    assert max(got.values()) == 1 and set(got) == {sent_identity(s) for s in sent}
-    assert len(sink.batches) >= 3  # 90 entries at 25 per micro-batch
+    assert max(got.values()) == 1 and set(got) == {sent_identity(s) for s in sent}, how
+    assert len(sink.batches) >= 3, how  # 90 entries at 25 per micro-batch
 
     secrets = secrets_of(token, wrong_token)
     progress = [p.json for p in q.recentProgress]
     assert progress and json.loads(progress[0])["sources"][0]["description"]
     assert_no_secret("\n".join(progress) + q.lastProgress.json + json.dumps(q.status), secrets, "the query progress")
     q.explain(extended=True)  # printed: checked with the rest of the captured output
-    checkpoint_text = "\n".join(p.read_text(errors="replace") for p in (tmp_path / "cp").rglob("*") if p.is_file())
+    checkpoint_text = "\n".join(p.read_text(errors="replace") for p in checkpoint.rglob("*") if p.is_file())
     assert_no_secret(checkpoint_text, secrets, "the checkpoint")
 
     # What the planner and the tasks hold: reprs show no token, yet the token is there.

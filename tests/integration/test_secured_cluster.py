@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,7 @@ from helpers import produce
 from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
 from secured_broker import AUTH_PROVIDERS, SecuredBroker, secured_broker
-from streaming import Collected, failure_of, identity, read_stream, sent_identity, start_collecting
+from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
 
 TOKEN_LIFETIME_S = 10
 REFRESH_CHECK_S = 3
@@ -127,11 +128,7 @@ def oauth2(idp: IdentityProvider, credentials: Path) -> dict[str, str]:
 
 
 def stream_everything(spark, opts: dict[str, str], checkpoint: Path, timeout_s: float = 120) -> Collected:
-    sink = Collected()
-    q = start_collecting(spark, opts, sink, checkpoint, availableNow=True)
-    assert q.awaitTermination(timeout_s), "the AvailableNow query did not finish"
-    assert q.exception() is None
-    return sink
+    return available_now_side_by_side(spark, {"query": (opts, checkpoint)}, timeout_s)[1]["query"]
 
 
 def batch_query(spark, opts: dict[str, str]):
@@ -166,16 +163,6 @@ def test_tls_client_certificates_read_everything_once(spark, sb, topic, tmp_path
     assert_exactly(batch_query(spark, opts).collect(), sent)
 
 
-@pytest.mark.parametrize("read_path", ["python", "native"])
-def test_oauth2_client_credentials_read_everything_once_in_streams_and_batch_queries(spark, sb, idp, topic, reader_credentials,
-                                                                                      tmp_path, read_path):
-    name, sent = topic
-    opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="1000",
-                   maxEntriesPerTrigger="40", **oauth2(idp, reader_credentials))
-    assert_exactly(stream_everything(spark, opts, tmp_path / "cp").rows, sent)
-    assert_exactly(batch_query(spark, opts).collect(), sent)
-
-
 def test_basic_authentication_reads_everything_once(spark, sb, topic, tmp_path):
     name, sent = topic
     opts = options(sb, name, tmp_path, "native", **{"pulsar.client.authPluginClassName": JAVA + "AuthenticationBasic",
@@ -184,21 +171,6 @@ def test_basic_authentication_reads_everything_once(spark, sb, topic, tmp_path):
     wrong = opts | {"pulsar.client.authParams": json.dumps({"userId": READER, "password": "not-" + BASIC_PASSWORD})}
     message, _ = load_error(spark, wrong)
     assert "HTTP 401: not authenticated" in message and BASIC_PASSWORD not in message, message[:2000]
-
-
-@pytest.mark.parametrize("read_path", ["python", "native"])
-def test_oauth2_tokens_that_expire_while_a_throttled_query_reads_are_fetched_again(spark, sb, idp, topic, reader_credentials,
-                                                                                    tmp_path, read_path):
-    """45 entries per partition at 2 per second: about 22 s, over two token lifetimes. The broker challenges
-    the readers' connections when their token expires (the client's plugin answers with a new one) and the
-    planner's admin API calls fetch a new token before theirs expires."""
-    name, sent = topic
-    opts = options(sb, name, tmp_path, read_path, throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="2",
-                   **oauth2(idp, reader_credentials))
-    started = time.monotonic()
-    sink = stream_everything(spark, opts, tmp_path / "cp")
-    assert time.monotonic() - started > 2 * TOKEN_LIFETIME_S, "the query did not outlive two tokens"
-    assert_exactly(sink.rows, sent)
 
 
 @contextmanager
@@ -229,18 +201,35 @@ def fresh_token_file(idp: IdentityProvider, path: Path) -> Iterator[list[str]]:
         rotator.join()
 
 
-def test_a_token_file_replaced_while_a_query_runs_keeps_it_going(spark, sb, idp, topic, tmp_path):
-    """The readers' plugin reads the file again at every authentication (the broker's challenge when the token
-    it has expires), the admin API whenever the file changes: the query outlives every token it started with."""
+def test_tokens_that_expire_while_throttled_queries_read_are_fetched_again(spark, sb, idp, topic, reader_credentials, tmp_path):
+    """Three throttled queries at once (one wait for all; each its own quota state), 45 entries per partition at 2
+    per second: about 22 s, over two token lifetimes. OAuth2 client credentials on both read paths: the broker
+    challenges the readers' connections when their token expires (the client's plugin answers with a new one) and
+    the planner's admin API calls fetch a new token before theirs expires. A token file replaced (renamed over, as
+    a Vault agent or the kubelet does) while the query runs: the readers' plugin reads the file again at every
+    authentication, the admin API whenever the file changes, so the query outlives every token it started with.
+    Then a batch query with OAuth2 on each path reads everything once too."""
     name, sent = topic
     token_file = tmp_path / "reader.token"
+    throttled = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "2"}
+    auths = {"oauth2-python": ("python", oauth2(idp, reader_credentials)), "oauth2-native": ("native", oauth2(idp, reader_credentials)),
+             "token-file": ("python", {"pulsar.client.authParams": f"file://{token_file}"})}
+    for how in auths:
+        (tmp_path / how).mkdir()
     with fresh_token_file(idp, token_file) as issued:
-        opts = options(sb, name, tmp_path, "python", throttlingMode="batch", dispatchThrottlingRatePerTopicInMsg="2",
-                       **{"pulsar.client.authParams": f"file://{token_file}"})
-        sink = stream_everything(spark, opts, tmp_path / "cp")
-    assert_exactly(sink.rows, sent)
+        started = time.monotonic()
+        queries, sinks = available_now_side_by_side(spark, {how: (options(sb, name, tmp_path / how, read_path, **throttled, **auth),
+                                                                  tmp_path / f"cp-{how}") for how, (read_path, auth) in auths.items()}, 180)
+        assert time.monotonic() - started > 2 * TOKEN_LIFETIME_S, "the queries did not outlive two tokens"
+    for how, q in queries.items():
+        assert_exactly(sinks[how].rows, sent)
+        last = q.recentProgress[-1]  # each query, from its start to the end of its last batch
+        ended = datetime.fromisoformat(last["timestamp"]).timestamp() + last["durationMs"]["triggerExecution"] / 1000
+        assert ended - q.started_at > 2 * TOKEN_LIFETIME_S, f"the query {how} did not outlive two tokens"
     assert jwt_claims(issued[0])["exp"] < time.time(), "the first token had not expired when the query ended"
     assert len(issued) >= 6
+    for read_path in ("python", "native"):
+        assert_exactly(batch_query(spark, options(sb, name, tmp_path, read_path, **oauth2(idp, reader_credentials))).collect(), sent)
 
 
 def test_consume_on_the_namespace_reads_a_pattern_and_consume_on_one_topic_reads_that_topic(spark, sb, topic, tmp_path):
