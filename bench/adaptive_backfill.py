@@ -11,7 +11,8 @@ topic is unloaded first), by a Spark streaming query (local[2], a 1 s processing
 - static at the ceiling (--ceiling entries per second per partition, batch mode);
 - adaptive at the same ceiling (adaptiveThrottling, 2 s controller windows, +10 points a clear window,
   adaptiveThrottlingTriggerInterval=1s: the batchDuration signal, and adaptiveThrottlingMetricsUrl: the
-  publishLatency signal, with the others), as a user who wants the broker's publish latency to count would set it:
+  publishLatency signal, at +50 % (adaptiveThrottlingPublishLatencyPercent, the target's 1.5x), with the others),
+  as a user who wants the broker's publish latency to count would set it:
   the broker's stats period lowered to --stats-period seconds (statsUpdateFrequencyInSecs and
   managedLedgerStatsPeriodSeconds, 60 s by default), or that signal could move m once a minute at most;
 - static sweep: ceiling / 2, / 4, / 8.
@@ -37,8 +38,9 @@ from collections import Counter
 
 from backfill_bench import backfill, backfill_bench, percentile
 
+# As a user whose bound is the producer's p99 within 1.5x its quiet p99 sets it: publishLatency at +50 %.
 ADAPTIVE = {"adaptiveThrottling": "true", "adaptiveThrottlingWindow": "2s", "adaptiveThrottlingIncreasePercent": "10",
-            "adaptiveThrottlingTriggerInterval": "1s"}
+            "adaptiveThrottlingTriggerInterval": "1s", "adaptiveThrottlingPublishLatencyPercent": "50"}
 
 
 class BrokerLatencyWatch(threading.Thread):

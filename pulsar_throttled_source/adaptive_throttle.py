@@ -54,10 +54,11 @@ class AdaptiveThrottle:
         signals: list[StressSignal] = [LookupLatencySignal(self.lookup_latency), self._pending, self._throttled]
         if self._batches is not None:
             signals.append(self._batches)
-        url = self._options.adaptive.metrics_url if self._options.adaptive else None
-        if url is not None and self._admin is not None:
-            admin = self._admin
-            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency")))
+        adaptive = self._options.adaptive
+        if adaptive is not None and adaptive.metrics_url is not None and self._admin is not None:
+            admin, url = self._admin, adaptive.metrics_url
+            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency"),
+                                                factor=adaptive.publish_latency_ratio))
         return signals
 
     def multiplier(self, store: QuotaStore) -> Callable[[], float]:

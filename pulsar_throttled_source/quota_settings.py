@@ -60,6 +60,7 @@ class AdaptiveConfig:
     window_ms: int = 10_000  # one decision per window per cluster; windows are aligned to the epoch
     trigger_interval_ms: int | None = None  # the query's trigger interval, for the batchDuration signal (None: off)
     metrics_url: str | None = None  # the broker's Prometheus page, for the publishLatency signal (None: off)
+    publish_latency_ratio: float = 2.0  # publishLatency fires over this many times the broker's running minimum p99
 
     def __post_init__(self) -> None:
         if not 0 < self.min_multiplier <= 1:
@@ -68,5 +69,7 @@ class AdaptiveConfig:
             raise ValueError(f"decrease must be in (0, 1), got {self.decrease}")
         if not 0 < self.increase <= 1:
             raise ValueError(f"increase must be in (0, 1], got {self.increase}")
+        if self.publish_latency_ratio <= 1:
+            raise ValueError(f"publish_latency_ratio must be > 1, got {self.publish_latency_ratio}")
         if self.window_ms < 1:
             raise ValueError(f"window_ms must be >= 1, got {self.window_ms}")

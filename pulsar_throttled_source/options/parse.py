@@ -234,7 +234,8 @@ def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) ->
 
 
 ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
-                  "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval", "adaptiveThrottlingMetricsUrl")
+                  "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval", "adaptiveThrottlingMetricsUrl",
+                  "adaptiveThrottlingPublishLatencyPercent")
 
 
 def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
@@ -246,7 +247,8 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
                             window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"),
                             trigger_interval_ms=(values.duration_ms(opts, "adaptiveThrottlingTriggerInterval")
                                                  if values.is_set(opts, "adaptiveThrottlingTriggerInterval") else None),
-                            metrics_url=metrics_url(opts))
+                            metrics_url=metrics_url(opts),
+                            publish_latency_ratio=1 + values.number(opts, "adaptiveThrottlingPublishLatencyPercent") / 100)
     if not values.flag(opts, "adaptiveThrottling"):
         stray = [name for name in ADAPTIVE_KNOBS if values.is_set(opts, name)]
         if stray:

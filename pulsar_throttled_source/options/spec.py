@@ -158,6 +158,10 @@ SPECS: tuple[OptionSpec, ...] = (
                "default; lower them on the broker, e.g. to 5 s, for it to act sooner). Needs the adaptive extra "
                "(prometheus-client).",
                allowed=("http", "https")),
+    _percent("adaptiveThrottlingPublishLatencyPercent", 100, 10, 1000,
+             "With adaptiveThrottlingMetricsUrl: how far the broker's p99 publish latency of a stats period may rise over "
+             "its running minimum before publishLatency fires, in percent (100: twice the minimum; 50 keeps producers "
+             "within about 1.5x their quiet latency). It fires only above 5 ms."),
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
     OptionSpec("quotaStore", "store", None,

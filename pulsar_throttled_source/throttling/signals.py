@@ -30,10 +30,12 @@ LATENCY_FLOOR_S = 0.02  # ... and at least this much above it (a 2 ms lookup tak
 PENDING_ADDS_FLOOR = 8  # pendingAdds fires at this many entries waiting for the bookies, summed over partitions ...
 PENDING_ADDS_FACTOR = 2.0  # ... and this many times the running minimum (0 on a broker that keeps up)
 BATCH_TOLERANCE = 0.25  # batchDuration fires when the window's median batch takes 25 % longer than the trigger
-PUBLISH_FACTOR = 2.0  # publishLatency fires when a stats period's p99 is over 2x its running minimum ...
+PUBLISH_FACTOR = 2.0  # publishLatency fires when a stats period's p99 is over 2x its running minimum (by default:
+# adaptiveThrottlingPublishLatencyPercent) ...
 # (on a quiet 2-core machine, bench/README.md run D, the broker's p99 per 5 s period was 5.1 ms idle, 5.4-6.1 under
 # the static quotas that kept a producer within 1.5x its idle p99, and 11.8 under the one that did not: 2.3x)
-PUBLISH_FLOOR_MS = 10.0  # ... and over 10 ms (a p99 moving from 1 ms to 5 ms is a broker at ease)
+PUBLISH_FLOOR_MS = 5.0  # ... and over 5 ms (a p99 moving from 1 ms to 3 ms is a broker at ease)
+# (10 ms until run E: the broker's p99 under an adaptive backfill that doubled a producer's p99 was 9.9 ms median)
 
 
 class LookupLatencySignal:

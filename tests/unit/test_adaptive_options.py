@@ -32,12 +32,15 @@ def test_knobs_are_percentages_and_a_duration():
                    adaptiveThrottlingIncreasePercent="10", adaptiveThrottlingWindow="30s").adaptive
     assert config == AdaptiveConfig(min_multiplier=0.25, decrease=0.3, increase=0.1, window_ms=30_000)
     assert parse(adaptiveThrottling="true", adaptiveThrottlingWindow="2500").adaptive.window_ms == 2500
+    assert parse(adaptiveThrottling="true").adaptive.publish_latency_ratio == 2.0
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingPublishLatencyPercent="50").adaptive.publish_latency_ratio == 1.5
 
 
 @pytest.mark.parametrize("name,value,expected", [
     ("adaptiveThrottlingMinPercent", "0", "an integer percentage from 1 to 100"),
     ("adaptiveThrottlingMinPercent", "101", "an integer percentage from 1 to 100"),
     ("adaptiveThrottlingDecreasePercent", "100", "an integer percentage from 1 to 99"),
+    ("adaptiveThrottlingPublishLatencyPercent", "5", "an integer percentage from 10 to 1000"),
     ("adaptiveThrottlingIncreasePercent", "0", "an integer percentage from 1 to 100"),
 ])
 def test_out_of_bounds_names_the_option_and_the_range(name, value, expected):

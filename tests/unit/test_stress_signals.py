@@ -246,7 +246,7 @@ def test_publish_latency_fires_once_per_slow_stats_period_and_holds_when_unreada
     assert fired.state == "fired" and "50 ms" in fired.detail
     assert signal.read().state == "waiting"  # the same period read again: no new evidence, m holds
     page[0] = metrics_page({"1": 95, "5": 4, "10": 1})
-    assert signal.read().state == "clear"  # 10 ms: over 2x 5 ms but not over the 10 ms floor
+    assert signal.read().state == "clear"  # 10 ms: 2x 5 ms, not over it
     clock = FakeClock(1_000_000.0)
     ctl = CongestionController(CONFIG, ADMIN, MemoryQuotaStore(), [signal], clock)
     page[0] = ConnectionError("metrics endpoint down")
@@ -264,6 +264,23 @@ def summary_page(p99: float | str, p50: float | str = 2.0, buckets: dict[str, fl
     lines += ['pulsar_broker_publish_latency_count{cluster="standalone"} 108426.0',
               'pulsar_broker_publish_latency_sum{cluster="standalone"} 5111878.0']
     return "\n".join(lines) + "\n"
+
+
+def test_publish_latency_fires_at_the_ratio_the_user_allows_and_only_over_5_ms():
+    from pulsar_throttled_source.throttling.signals import PublishLatencySignal
+
+    page = [summary_page(4.6)]
+    signal = PublishLatencySignal(lambda: page[0], factor=1.5)  # adaptiveThrottlingPublishLatencyPercent=50
+    assert signal.read().state == "clear"  # the baseline
+    page[0] = summary_page(6.8)  # under 1.5 x 4.6 = 6.9 ms
+    assert signal.read().state == "clear"
+    page[0] = summary_page(7.6)  # over it (a static quota at half the ceiling, run E)
+    assert signal.read().state == "fired"
+    low = [summary_page(2.0)]
+    quiet = PublishLatencySignal(lambda: low[0], factor=1.5)
+    assert quiet.read().state == "clear"
+    low[0] = summary_page(4.9)  # 2.5x, but a 5 ms p99 is a broker at ease
+    assert quiet.read().state == "clear"
 
 
 def test_broker_latency_reads_the_publish_summary_beside_the_buckets():
