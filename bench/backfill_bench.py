@@ -157,6 +157,9 @@ def backfill_bench(prefix: str, messages: int, rate: float, stats_period: int) -
         # A busy machine starts a Python worker slowly: give it 2 minutes to connect back (15 s by default).
         spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
                  .config("spark.python.authenticate.socketTimeout", "120s")
+                 # backfill() sums every trigger's rows from recentProgress, which keeps 100 reports by default:
+                 # a scenario of over 100 one-second triggers would lose its first ones.
+                 .config("spark.sql.streaming.numRecentProgressUpdates", "1000")
                  .config("spark.ui.showConsoleProgress", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         client = pulsar.Client(broker.service_url, logger=quiet_logger())
