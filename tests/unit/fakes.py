@@ -16,6 +16,7 @@ from pulsar_throttled_source.metadata.admin_http import TopicNotFound, Transacti
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.positions import EntryPosition
+from pulsar_throttled_source.protobuf_wire import varint
 from pulsar_throttled_source.topics import TopicName
 
 SAFETY_S = 10.0  # what a test waits for a thread at most: far beyond any answer, never reached when all is well
@@ -210,8 +211,36 @@ class FakeAdmin:
         return self.schemas[topic.base.local]
 
 
+class StandInId:
+    """A message id for shapes a real pulsar.MessageId never has here: `serialized` gives the bytes its
+    serialize() returns (None: the read loop must splice this id from its entry's first, never serialize it);
+    `sized` builds a batched message's id that carries its entry's batch size, as the client's ids do."""
+
+    def __init__(self, ledger: int, entry: int, index: int, serialized: bytes | None) -> None:
+        self._ledger, self._entry, self._index, self._serialized = ledger, entry, index, serialized
+
+    @classmethod
+    def sized(cls, ledger: int, entry: int, index: int, size: int) -> StandInId:
+        # MessageIdData: ledger, entry, partition 0, batch index, batch size
+        return cls(ledger, entry, index, b"\x08" + varint(ledger) + b"\x10" + varint(entry) + b"\x18\x00\x20"
+                   + varint(index) + b"\x30" + varint(size))
+
+    def ledger_id(self) -> int:
+        return self._ledger
+
+    def entry_id(self) -> int:
+        return self._entry
+
+    def batch_index(self) -> int:
+        return self._index
+
+    def serialize(self) -> bytes:
+        assert self._serialized is not None, f"index {self._index}: the read loop should have spliced this id"
+        return self._serialized
+
+
 class FakeMessage:
-    """A pulsar.Message as the client delivers it; `mid` is a real pulsar.MessageId or a stand-in."""
+    """A pulsar.Message as the client delivers it; `mid` is a real pulsar.MessageId or a StandInId."""
 
     def __init__(self, mid: Any = None, key: str = "", value: bytes | None = b"v", event_ms: int = 0,
                  props: dict[str, str] | None = None, publish_ms: int = 1_700_000_000_000, producer: str = "p",

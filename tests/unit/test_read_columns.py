@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pulsar
 import pyarrow as pa
 import pytest
-from fakes import FakeMessage, FakeReader
+from fakes import FakeMessage, FakeReader, StandInId
 
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
@@ -26,27 +26,6 @@ def read(messages: list[FakeMessage], start: tuple[int, int], end: tuple[int, in
     cfg = ClientConfig("pulsar://x:6650", (), (), None, 3_000, 10_000)
     part = PartitionRange(P, 2, EntryPosition(*start), EntryPosition(*end), -1, cfg, None)
     return list(_read_messages(FakeReader(messages), part, lambda position: EntryHeaders()))
-
-
-class StandInId:
-    """A message id whose serialize() gives fixed bytes, for shapes a real MessageId never has
-    here (a batch size field, an unexpected field order)."""
-
-    def __init__(self, ledger: int, entry: int, index: int, data: bytes | None) -> None:
-        self._ledger, self._entry, self._index, self._data = ledger, entry, index, data
-
-    def ledger_id(self) -> int:
-        return self._ledger
-
-    def entry_id(self) -> int:
-        return self._entry
-
-    def batch_index(self) -> int:
-        return self._index
-
-    def serialize(self) -> bytes:
-        assert self._data is not None, f"index {self._index}: the read loop should have spliced this id"
-        return self._data
 
 
 def message_ids(batches: list[pa.RecordBatch]) -> list[bytes]:

@@ -9,11 +9,10 @@ import time
 
 import pulsar
 import pytest
-from fakes import FakeMessage, FakeReader
+from fakes import FakeMessage, FakeReader, StandInId
 
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.protobuf_wire import varint
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
 from pulsar_throttled_source.reading.python_read import read_python_messages as _read_messages
@@ -152,29 +151,8 @@ def test_a_range_inside_one_entry_and_an_unbatched_bound_entry():
         [b"5:1:-1", b"5:2:-1"]
 
 
-class SizedId:
-    """A batched message's id carrying its entry's batch size, as the client's ids do (a FakeMessage.at id
-    does not say it: the read loop then asks the broker in the end entry)."""
-
-    def __init__(self, ledger: int, entry: int, index: int, size: int) -> None:
-        self._ledger, self._entry, self._index, self._size = ledger, entry, index, size
-
-    def ledger_id(self) -> int:
-        return self._ledger
-
-    def entry_id(self) -> int:
-        return self._entry
-
-    def batch_index(self) -> int:
-        return self._index
-
-    def serialize(self) -> bytes:  # MessageIdData: ledger, entry, partition 0, batch index, batch size
-        return (b"\x08" + varint(self._ledger) + b"\x10" + varint(self._entry) + b"\x18\x00\x20" + varint(self._index)
-                + b"\x30" + varint(self._size))
-
-
 def sized_entry(ledger: int, entry: int, size: int) -> list[FakeMessage]:
-    return [FakeMessage(SizedId(ledger, entry, i, size), value=f"{ledger}:{entry}:{i}".encode()) for i in range(size)]
+    return [FakeMessage(StandInId.sized(ledger, entry, i, size), value=f"{ledger}:{entry}:{i}".encode()) for i in range(size)]
 
 
 @pytest.mark.parametrize("limit", [1, 3, 5, 100])
@@ -191,7 +169,7 @@ def test_entries_whose_ids_say_their_size_are_read_exactly_in_batches_of_any_siz
     assert [row["value"] for b in batches for row in b.to_pylist()] == \
         [b"5:1:2", b"5:1:3", *(f"5:2:{i}".encode() for i in range(4)), b"5:3:0"]
     assert all(0 < b.num_rows <= limit for b in batches)
-    assert [row["messageId"] for b in batches for row in b.to_pylist()][-1] == SizedId(5, 3, 0, 4).serialize()
+    assert [row["messageId"] for b in batches for row in b.to_pylist()][-1] == StandInId.sized(5, 3, 0, 4).serialize()
     assert len(reader.queue) == 4  # the end entry was read to its end, the next one never taken
 
 
