@@ -61,6 +61,7 @@ class AdaptiveConfig:
     trigger_interval_ms: int | None = None  # the query's trigger interval, for the batchDuration signal (None: off)
     metrics_url: str | None = None  # the broker's Prometheus page, for the publishLatency signal (None: off)
     publish_latency_ratio: float = 2.0  # publishLatency fires over this many times the broker's running minimum p99
+    slow_start: bool = True  # the first windows start at min_multiplier and double m until the first decrease
 
     def __post_init__(self) -> None:
         if not 0 < self.min_multiplier <= 1:

@@ -13,7 +13,7 @@ from pulsar_throttled_source.throttling.congestion import Verdict, decide
 from pulsar_throttled_source.throttling.store import MultiplierState, QuotaStore
 
 CLUSTER = "http://broker:8080"
-CONFIG = AdaptiveConfig()
+CONFIG = AdaptiveConfig(slow_start=False)  # the AIMD rule from the ceiling; slow start's record: test_congestion.py
 W = CONFIG.window_ms
 
 

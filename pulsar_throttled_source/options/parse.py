@@ -235,7 +235,7 @@ def trigger_floor(opts: Opts, max_per_trigger: int | None, source_rate: Rate) ->
 
 ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
                   "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval", "adaptiveThrottlingMetricsUrl",
-                  "adaptiveThrottlingPublishLatencyPercent")
+                  "adaptiveThrottlingPublishLatencyPercent", "adaptiveThrottlingSlowStart")
 
 
 def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
@@ -248,7 +248,8 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
                             trigger_interval_ms=(values.duration_ms(opts, "adaptiveThrottlingTriggerInterval")
                                                  if values.is_set(opts, "adaptiveThrottlingTriggerInterval") else None),
                             metrics_url=metrics_url(opts),
-                            publish_latency_ratio=1 + values.number(opts, "adaptiveThrottlingPublishLatencyPercent") / 100)
+                            publish_latency_ratio=1 + values.number(opts, "adaptiveThrottlingPublishLatencyPercent") / 100,
+                            slow_start=values.flag(opts, "adaptiveThrottlingSlowStart"))
     if not values.flag(opts, "adaptiveThrottling"):
         stray = [name for name in ADAPTIVE_KNOBS if values.is_set(opts, name)]
         if stray:

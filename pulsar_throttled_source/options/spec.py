@@ -158,6 +158,10 @@ SPECS: tuple[OptionSpec, ...] = (
                "default; lower them on the broker, e.g. to 5 s, for it to act sooner). Needs the adaptive extra "
                "(prometheus-client).",
                allowed=("http", "https")),
+    _bool("adaptiveThrottlingSlowStart", True,
+          "With adaptiveThrottling: a cluster's first window starts m at adaptiveThrottlingMinPercent and each window with "
+          "no signal fired doubles it, until the first decrease (then additive increases); false starts m at 100 %, the "
+          "ceilings, for ceilings known to be safe. A restarted query resumes from the stored m either way."),
     _percent("adaptiveThrottlingPublishLatencyPercent", 100, 10, 1000,
              "With adaptiveThrottlingMetricsUrl: how far the broker's p99 publish latency of a stats period may rise over "
              "its running minimum before publishLatency fires, in percent (100: twice the minimum; 50 keeps producers "

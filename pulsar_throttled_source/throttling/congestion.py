@@ -3,9 +3,10 @@
 Pure functions of their arguments, no clock, no store, no I/O: the controller (``controller``) reads the clock and
 the signals and applies ``decide`` to the cluster's record inside a quota-store transaction.
 
-The rule, once per window (AIMD, as TCP's congestion window):
+The rule, once per window (AIMD after a slow start, as TCP's congestion window):
 - a stress signal fired: multiplicative decrease, ``m <- max(m_min, m x (1 - decrease))``;
-- no signal fired, and every signal was read: additive increase, ``m <- min(1, m + increase)``;
+- no signal fired, and every signal was read: additive increase, ``m <- min(1, m + increase)``; in slow start
+  (from the first window until the first decrease) the increase doubles m instead, ``m <- min(1, 2m)``;
 - no signal fired but one could not be read: hold, ``m`` unchanged. Not knowing is no evidence of stress (the
   source is not stalled) nor of its absence (it does not read faster than the last m).
 - no signal fired but one has no new evidence since its last verdict (the broker's metrics roll over once per stats
@@ -22,12 +23,17 @@ window decrease once, and a decrease is never lost to a planner that saw none. A
 the record's (its clock is behind) merges its verdict into the record's window instead of going back.
 
 Time constants (windows of ``AdaptiveConfig.window_ms``; at the defaults m_min 0.1, decrease 0.5, increase 0.05,
-10 s): ``backoff_windows`` from 1 to m_min (4 windows, 40 s), ``recovery_windows`` from m_min to 1 (18, 3 min).
-First window (no record): m starts at 1, the ceiling the user configured as acceptable, and the first decision
-moves it from there. After an idle period (no plan for many windows): idle windows are not evidence either way,
+10 s): ``slow_start_windows`` from m_min to 1 by doubling (4 windows, 40 s), ``backoff_windows`` from 1 to m_min (4,
+40 s), ``recovery_windows`` from m_min to 1 once out of slow start (18, 3 min).
+First window (no record): slow start. m starts at m_min and the first decision moves it from there; each clear window
+doubles it, so the backfill reaches the ceiling in ``slow_start_windows`` if nothing fires, and the first stress the
+cluster shows is met near the rate that caused it, not at the ceiling (starting at the ceiling, the first stats period
+of a slow signal ran a whole period at it: bench/README.md, adaptive_backfill.py runs E and F). The first decrease
+ends slow start for good. Without slow start (``adaptiveThrottlingSlowStart=false``), m starts at 1, the ceiling the
+user configured as acceptable. After an idle period (no plan for many windows): idle windows are not evidence either way,
 so the next decision moves m one step from where it was. After a restart: the record is in the store, so the query
-resumes from the shared m. A record no planner has written for a day is purged with the buckets, and then m
-starts at 1 again.
+resumes from the shared m. A record no planner has written for a day is purged with the buckets, and then the
+cluster starts afresh (in slow start, by default).
 """
 
 from __future__ import annotations
@@ -45,7 +51,6 @@ Verdict = Literal["increase", "hold", "decrease"]
 SignalState = Literal["fired", "clear", "unknown", "waiting"]
 
 SEVERITY: dict[str, int] = {"increase": 0, "hold": 1, "decrease": 2}  # the most cautious verdict of a window wins
-INITIAL_MULTIPLIER = 1.0  # no record yet: the configured quotas, as without adaptiveThrottling
 _DIGITS = 9  # m is rounded so that 18 steps of 0.05 from 0.1 reach 1.0 exactly, not 0.9999999999999999
 
 
@@ -72,12 +77,12 @@ def clamp(m: float, config: AdaptiveConfig) -> float:
     return min(1.0, max(config.min_multiplier, m))
 
 
-def step(m: float, verdict: Verdict, config: AdaptiveConfig) -> float:
-    """One window's move of m under `verdict`."""
+def step(m: float, verdict: Verdict, config: AdaptiveConfig, slow_start: bool = False) -> float:
+    """One window's move of m under `verdict` (in slow start an increase doubles m)."""
     if verdict == "decrease":
         moved = m * (1.0 - config.decrease)
     elif verdict == "increase":
-        moved = m + config.increase
+        moved = 2.0 * m if slow_start else m + config.increase
     else:
         moved = m
     return round(clamp(moved, config), _DIGITS)
@@ -91,15 +96,22 @@ def window_of(now_s: float, config: AdaptiveConfig) -> int:
 
 def decide(record: MultiplierState | None, window_ms: int, verdict: Verdict, config: AdaptiveConfig) -> MultiplierState:
     """The cluster's record once this planner's `verdict` for the window starting at `window_ms` is applied."""
-    if record is None:
-        return MultiplierState(window_ms, INITIAL_MULTIPLIER, verdict, step(INITIAL_MULTIPLIER, verdict, config))
+    if record is None:  # the first window: slow start from m_min, or the ceiling without it
+        return _moved(window_ms, config.min_multiplier if config.slow_start else 1.0, config.slow_start, verdict, config)
     if window_ms <= record.window_ms:
         # This window is decided already (or another planner's clock is ahead): merge, the most cautious verdict wins.
+        # The record's slow_start is still the window's own at its start: only a decrease ends it, and a decrease
+        # is never merged over.
         if SEVERITY[verdict] <= SEVERITY[record.verdict]:
             return record
-        return MultiplierState(record.window_ms, record.base, verdict, step(record.base, verdict, config))
+        return _moved(record.window_ms, record.base, record.slow_start, verdict, config)
     # A new window starts from the m the last decided one ended with, however long ago that was.
-    return MultiplierState(window_ms, record.m, verdict, step(record.m, verdict, config))
+    return _moved(window_ms, record.m, record.slow_start, verdict, config)
+
+
+def _moved(window_ms: int, base: float, slow_start: bool, verdict: Verdict, config: AdaptiveConfig) -> MultiplierState:
+    return MultiplierState(window_ms, base, verdict, step(base, verdict, config, slow_start),
+                           slow_start and verdict != "decrease")
 
 
 def cluster_key(admin_url: str) -> str:
@@ -109,6 +121,14 @@ def cluster_key(admin_url: str) -> str:
     scheme = parts.scheme.lower()
     port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
     return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+
+def slow_start_windows(config: AdaptiveConfig) -> int:
+    """Clear windows that take m from m_min to 1 in slow start (the first window's decision included)."""
+    windows, m = 0, config.min_multiplier
+    while m < 1.0:
+        m, windows = step(m, "increase", config, slow_start=True), windows + 1
+    return windows
 
 
 def backoff_windows(config: AdaptiveConfig) -> int:

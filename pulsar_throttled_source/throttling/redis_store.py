@@ -68,7 +68,8 @@ class _RedisTransaction:
         row = self._client.hgetall(self._prefix + "multiplier:" + cluster)
         if not row:
             return None
-        return MultiplierState(int(row[b"window_ms"]), float(row[b"base"]), row[b"verdict"].decode(), float(row[b"m"]))
+        return MultiplierState(int(row[b"window_ms"]), float(row[b"base"]), row[b"verdict"].decode(), float(row[b"m"]),
+                               row.get(b"slow_start", b"0") == b"1")  # a record from before slow start: out of it
 
     def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
         self.staged_multipliers[cluster] = replace(state)
@@ -149,7 +150,7 @@ class RedisQuotaStore:
                 for cluster, m in tx.staged_multipliers.items():
                     name = self._prefix + "multiplier:" + cluster
                     pipe.hset(name, mapping={"window_ms": int(m.window_ms), "base": float(m.base), "verdict": m.verdict,
-                                             "m": float(m.m), "updated_at": now})
+                                             "m": float(m.m), "slow_start": int(m.slow_start), "updated_at": now})
                     pipe.expire(name, BUCKET_TTL_S)
                 pipe.execute()
         except redis.exceptions.WatchError:

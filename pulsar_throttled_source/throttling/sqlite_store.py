@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS multipliers (
     base REAL NOT NULL,
     verdict TEXT NOT NULL,
     m REAL NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    slow_start INTEGER NOT NULL DEFAULT 0
 )
 """
 
@@ -66,15 +67,29 @@ class _SqliteTransaction:
             [(key, int(s.window), float(s.used_msgs), float(s.used_bytes), now) for key, s in states.items()])
 
     def get_multiplier(self, cluster: str) -> MultiplierState | None:
-        row = self._conn.execute("SELECT window_ms, base, verdict, m FROM multipliers WHERE cluster = ?", (cluster,)).fetchone()
-        return MultiplierState(int(row[0]), float(row[1]), str(row[2]), float(row[3])) if row else None
+        row = self._conn.execute("SELECT window_ms, base, verdict, m, slow_start FROM multipliers WHERE cluster = ?",
+                                 (cluster,)).fetchone()
+        return MultiplierState(int(row[0]), float(row[1]), str(row[2]), float(row[3]), bool(row[4])) if row else None
 
     def put_multiplier(self, cluster: str, state: MultiplierState) -> None:
         self._conn.execute(
-            "INSERT INTO multipliers (cluster, window_ms, base, verdict, m, updated_at) VALUES (?, ?, ?, ?, ?, ?) "
+            "INSERT INTO multipliers (cluster, window_ms, base, verdict, m, updated_at, slow_start) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT(cluster) DO UPDATE SET window_ms = excluded.window_ms, base = excluded.base, "
-            "verdict = excluded.verdict, m = excluded.m, updated_at = excluded.updated_at",
-            (cluster, int(state.window_ms), float(state.base), state.verdict, float(state.m), time.time()))
+            "verdict = excluded.verdict, m = excluded.m, updated_at = excluded.updated_at, slow_start = excluded.slow_start",
+            (cluster, int(state.window_ms), float(state.base), state.verdict, float(state.m), time.time(),
+             int(state.slow_start)))
+
+
+def _add_slow_start_column(conn: sqlite3.Connection) -> None:
+    """A file written before slow start existed (0.1.0's multipliers table) gains its column: its records read as
+    out of slow start, as they were."""
+    if any(row[1] == "slow_start" for row in conn.execute("PRAGMA table_info(multipliers)")):
+        return
+    try:
+        conn.execute("ALTER TABLE multipliers ADD COLUMN slow_start INTEGER NOT NULL DEFAULT 0")
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):  # another process added it first
+            raise
 
 
 class SqliteQuotaStore:
@@ -114,6 +129,7 @@ class SqliteQuotaStore:
             conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
             conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
             conn.executescript(_SCHEMA)
+            _add_slow_start_column(conn)
             return conn
         except (OSError, sqlite3.Error) as exc:
             if conn is not None:

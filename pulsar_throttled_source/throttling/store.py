@@ -36,12 +36,14 @@ class BucketState:
 @dataclass(slots=True)
 class MultiplierState:
     """One cluster's congestion multiplier m (throttling.congestion): its last decided window (epoch-aligned
-    start, ms), the m that window started from, the most cautious verdict reached in it, and the m that gave."""
+    start, ms), the m that window started from, the most cautious verdict reached in it, the m that gave, and
+    whether m is still in slow start (no decrease decided yet: an increase doubles m)."""
 
     window_ms: int
     base: float
     verdict: str  # "increase", "hold" or "decrease"
     m: float
+    slow_start: bool = False  # a record written before slow start existed had started at 1: additive from there
 
 
 class QuotaTransaction(Protocol):

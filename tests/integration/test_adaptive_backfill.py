@@ -8,8 +8,10 @@ broker counts in its dispatchThrottled* counters (Pulsar 4.0+): the othersThrott
 other test runs, a backfill's effect on a producer's latency is real but too uneven to assert on (bench/README.md,
 adaptive_backfill.py, has the figures); the producer's p50/p99 per phase are printed, not asserted.
 
-What is asserted: while billing is throttled m falls (othersThrottled fired); once billing stops, m climbs back to
-1 within recovery_windows + a few windows of stats lag; every batch admits at most max(1, floor(m x ceiling))
+What is asserted: the query starts in slow start, m doubling from its floor up to the ceiling (0.1, 0.2, 0.4, 0.8, 1;
+a signal firing on the loaded machine ends slow start early, then m climbs additively); once billing subscribes and
+is throttled m falls (othersThrottled fired); once billing stops, m climbs back to 1 within recovery_windows + a few
+windows of stats lag; every batch admits at most max(1, floor(m x ceiling))
 entries for the m its plan applied, and every quota window at most the ceiling; the sink gets exactly the payloads
 sent, backlog and producer's, none lost or duplicated.
 """
@@ -109,10 +111,25 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
     admin.set_subscription_level_dispatch_rate(name, "billing", {"dispatchThrottlingRateInMsg": BILLING_RATE})
     send_entries(pulsar_client, topic, BACKLOG, prefix="backlog")
     backlog = [f"backlog-{i}".encode() for i in range(BACKLOG)]
+    live = FixedRateProducer(pulsar_client, topic, PRODUCER_RATE)
+    live.start()
 
+    sink = Sink("adaptive")
+    opts = options(broker, tmp_path, topic, subscription="adaptive-backfill", throttlingMode="batch",
+                   dispatchThrottlingRatePerTopicInMsg=CEILING, **ADAPTIVE)
+    query = start_query(spark, opts, tmp_path / "cp", sink)
     billing_stop = threading.Event()
-    billing = pulsar_client.subscribe(topic, "billing", initial_position=pulsar.InitialPosition.Earliest,
-                                      receiver_queue_size=5)
+    try:
+        # Slow start: from the floor, doubling each window nothing fired, to the ceiling.
+        wait_until(lambda: any(r["multiplier"] == 1.0 for r in all_reports(query)) or not query.isActive, 60,
+                   what="m at the ceiling after slow start")
+        starting = all_reports(query)
+        billing = pulsar_client.subscribe(topic, "billing", initial_position=pulsar.InitialPosition.Earliest,
+                                          receiver_queue_size=5)
+    except BaseException:
+        live.halt.set()
+        stop(query, sink)
+        raise
 
     def drain_billing() -> None:
         while not billing_stop.is_set():
@@ -122,13 +139,6 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
                 pass
     billing_thread = threading.Thread(target=drain_billing, daemon=True)
     billing_thread.start()
-    live = FixedRateProducer(pulsar_client, topic, PRODUCER_RATE)
-    live.start()
-
-    sink = Sink("adaptive")
-    opts = options(broker, tmp_path, topic, subscription="adaptive-backfill", throttlingMode="batch",
-                   dispatchThrottlingRatePerTopicInMsg=CEILING, **ADAPTIVE)
-    query = start_query(spark, opts, tmp_path / "cp", sink)
     try:
         started = time.time()
         wait_until(lambda: any(r["multiplier"] <= 0.25 and "othersThrottled" in r["fired"] for r in all_reports(query))
@@ -137,7 +147,7 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
         billing_thread.join(5)
         billing.close()
         calm = time.time()
-        lowest = min(r["multiplier"] for r in all_reports(query))
+        lowest = min(r["multiplier"] for r in all_reports(query)[len(starting):])  # since billing subscribed
         reports_then = len(all_reports(query))
         wait_until(lambda: all_reports(query)[-1]["multiplier"] == 1.0 or not query.isActive, 90,
                    what="m back at the ceiling")
@@ -164,6 +174,12 @@ def test_an_adaptive_backfill_yields_to_a_throttled_subscription_and_climbs_back
     # Exactly the payloads sent, none lost or duplicated.
     got = [v for b in sink.snapshot() for v in b.values]
     assert sorted(got) == sorted(expected)
+
+    # Slow start: m began at the floor and doubled in each window until the ceiling, or until a signal fired (the
+    # loaded machine's pending adds, say) and ended it.
+    doubling = [r["multiplier"] for r in starting[:next((i for i, r in enumerate(starting) if r["fired"]), len(starting))]]
+    assert doubling and doubling[0] <= 0.2 and set(doubling) <= {0.1, 0.2, 0.4, 0.8, 1.0}, starting
+    assert doubling == sorted(doubling), starting
 
     # m fell under load and climbed back to the ceiling within the recovery time constant (+ stats lag).
     assert lowest <= 0.25

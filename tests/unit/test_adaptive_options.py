@@ -34,6 +34,8 @@ def test_knobs_are_percentages_and_a_duration():
     assert parse(adaptiveThrottling="true", adaptiveThrottlingWindow="2500").adaptive.window_ms == 2500
     assert parse(adaptiveThrottling="true").adaptive.publish_latency_ratio == 2.0
     assert parse(adaptiveThrottling="true", adaptiveThrottlingPublishLatencyPercent="50").adaptive.publish_latency_ratio == 1.5
+    assert parse(adaptiveThrottling="true").adaptive.slow_start is True  # from the floor, doubling
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingSlowStart="false").adaptive.slow_start is False
 
 
 @pytest.mark.parametrize("name,value,expected", [
@@ -55,6 +57,8 @@ def test_a_fraction_or_a_bad_window_names_the_option():
         parse(adaptiveThrottling="true", adaptiveThrottlingWindow="0")
     with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottling': 'yes' is not allowed; expected true or false.")):
         parse(adaptiveThrottling="yes")
+    with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottlingSlowStart': 'off' is not allowed; expected true or false.")):
+        parse(adaptiveThrottling="true", adaptiveThrottlingSlowStart="off")
 
 
 def test_a_knob_without_the_switch_is_an_error_naming_it():

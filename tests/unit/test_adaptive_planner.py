@@ -16,7 +16,8 @@ from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.throttling.store import MultiplierState
 
 ADMIN = "http://127.0.0.1:8080"
-QUOTA = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": 10, "admin.url": ADMIN}
+QUOTA = {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": 10, "admin.url": ADMIN,
+         "adaptiveThrottlingSlowStart": "false"}  # m starts at the ceiling (the default slow start: test_congestion.py)
 
 
 def test_with_no_signals_the_quotas_apply_as_configured_and_m_is_recorded(tmp_path):
@@ -26,6 +27,20 @@ def test_with_no_signals_the_quotas_apply_as_configured_and_m_is_recorded(tmp_pa
     assert positions(first) == {P0: (5, 9)}  # as test_planner's test_batch_quota_per_window_with_a_fake_clock
     with SqliteQuotaStore(str(tmp_path / "quota.sqlite")).transaction() as tx:
         assert tx.get_multiplier(cluster_key(ADMIN)) == MultiplierState(2_000_000, 1.0, "increase", 1.0)
+
+
+def test_by_default_a_new_cluster_starts_at_the_floor_and_doubles_each_clear_window(tmp_path):
+    clock = FakeClock(2_000.1)
+    quota = {k: v for k, v in QUOTA.items() if k != "adaptiveThrottlingSlowStart"}
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 40)])), clock, adaptiveThrottling="true", **quota)
+    start, ends = r.initialOffset(), []
+    for window in range(4):  # 10 s controller windows: m 0.2, 0.4, 0.8, 1.0 of 10 entries a second
+        clock.now = 2_000.1 + 10 * window
+        start = r.latestOffset(start, unlimited())
+        ends.append(positions(start)[P0][1])
+    assert ends == [1, 5, 13, 23]  # 2, 4, 8 and 10 entries
+    with SqliteQuotaStore(str(tmp_path / "quota.sqlite")).transaction() as tx:
+        assert tx.get_multiplier(cluster_key(ADMIN)) == MultiplierState(2_030_000, 0.8, "increase", 1.0, slow_start=True)
 
 
 def test_a_backed_off_cluster_admits_m_times_the_quota(tmp_path):

@@ -22,7 +22,8 @@ from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.throttling.store import QuotaStore
 
-CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
+# m_min 0.1, decrease 50 %, increase 5 points, 10 s windows; AIMD from the ceiling (slow start: test_congestion.py)
+CONFIG = AdaptiveConfig(slow_start=False)
 WINDOW_S = CONFIG.window_ms / 1000
 ADMIN = "http://broker:8080"
 

@@ -1,5 +1,5 @@
-"""The congestion controller's rule (throttling.congestion): AIMD steps within [m_min, 1], the verdict of a window's
-signals, the time constants, and the shared record's semantics (one decision per window per cluster)."""
+"""The congestion controller's rule (throttling.congestion): slow start, then AIMD steps within [m_min, 1], the verdict
+of a window's signals, the time constants, and the shared record's semantics (one decision per window per cluster)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from pulsar_throttled_source.throttling.congestion import (
     cluster_key,
     decide,
     recovery_windows,
+    slow_start_windows,
     step,
     verdict_of,
     window_of,
 )
 from pulsar_throttled_source.throttling.store import MultiplierState
 
-DEFAULTS = AdaptiveConfig()
+DEFAULTS = AdaptiveConfig()  # slow start from m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
+AIMD = AdaptiveConfig(slow_start=False)  # m starts at the ceiling
 W = DEFAULTS.window_ms
 
 
@@ -56,6 +58,7 @@ def test_steps_stay_within_the_floor_and_the_ceiling():
 ])
 def test_time_constants(config, backoff, recovery):
     assert backoff_windows(config) == backoff and recovery_windows(config) == recovery
+    assert slow_start_windows(config) == {0.1: 4, 0.25: 2, 1.0: 0}[config.min_multiplier]  # doublings from m_min to 1
     m = 1.0
     for _ in range(backoff):
         m = step(m, "decrease", config)
@@ -70,15 +73,48 @@ def test_windows_are_aligned_to_the_epoch():
     assert window_of(1010.0, DEFAULTS) == 1_010_000
 
 
-def test_the_first_window_starts_from_the_ceiling():
-    assert decide(None, W, "increase", DEFAULTS) == MultiplierState(W, 1.0, "increase", 1.0)
-    assert decide(None, W, "decrease", DEFAULTS) == MultiplierState(W, 1.0, "decrease", 0.5)
+def test_without_slow_start_the_first_window_starts_from_the_ceiling():
+    assert decide(None, W, "increase", AIMD) == MultiplierState(W, 1.0, "increase", 1.0)
+    assert decide(None, W, "decrease", AIMD) == MultiplierState(W, 1.0, "decrease", 0.5)
+
+
+def test_slow_start_begins_at_the_floor_and_doubles_until_the_first_decrease():
+    assert decide(None, W, "increase", DEFAULTS) == MultiplierState(W, 0.1, "increase", 0.2, slow_start=True)
+    assert decide(None, W, "hold", DEFAULTS) == MultiplierState(W, 0.1, "hold", 0.1, slow_start=True)
+    assert decide(None, W, "decrease", DEFAULTS) == MultiplierState(W, 0.1, "decrease", 0.1, slow_start=False)
+    record, seen = None, []
+    for window, verdict in enumerate(["increase", "increase", "hold", "increase", "decrease", "increase", "increase"], 1):
+        record = decide(record, window * W, verdict, DEFAULTS)  # type: ignore[arg-type]
+        seen.append((record.m, record.slow_start))
+    # Doubling (a hold keeps m and slow start), halved by the first stress, then additive steps of 5 points.
+    assert seen == [(0.2, True), (0.4, True), (0.4, True), (0.8, True), (0.4, False), (0.45, False), (0.5, False)]
+
+
+def test_slow_start_reaches_the_ceiling_and_stays_there_without_stress():
+    record = None
+    for window in range(1, slow_start_windows(DEFAULTS) + 3):
+        record = decide(record, window * W, "increase", DEFAULTS)
+        assert record.m == min(1.0, 0.1 * 2 ** window)
+    assert record is not None and record.m == 1.0 and record.slow_start  # no decrease yet: a later one ends it
+    assert decide(record, 100 * W, "decrease", DEFAULTS) == MultiplierState(100 * W, 1.0, "decrease", 0.5)
+
+
+@pytest.mark.parametrize("first,second,m,slow", [
+    ("increase", "decrease", 0.2, False),  # the window's decrease ends slow start, from the window's base
+    ("decrease", "increase", 0.2, False),
+    ("increase", "hold", 0.4, True),  # a hold neither doubles nor ends slow start
+    ("increase", "increase", 0.8, True),  # one doubling, not two
+])
+def test_planners_merging_a_slow_start_window_apply_its_most_cautious_verdict_once(first, second, m, slow):
+    start = MultiplierState(W, 0.2, "increase", 0.4, slow_start=True)
+    record = decide(decide(start, 2 * W, first, DEFAULTS), 2 * W, second, DEFAULTS)
+    assert (record.base, record.m, record.slow_start) == (0.4, m, slow)
 
 
 def test_one_decrease_per_window_however_many_planners_saw_stress():
-    record = decide(None, W, "decrease", DEFAULTS)
-    assert decide(record, W, "decrease", DEFAULTS) == record  # a second planner in the same window: no second decrease
-    nxt = decide(record, 2 * W, "decrease", DEFAULTS)
+    record = decide(None, W, "decrease", AIMD)
+    assert decide(record, W, "decrease", AIMD) == record  # a second planner in the same window: no second decrease
+    nxt = decide(record, 2 * W, "decrease", AIMD)
     assert nxt == MultiplierState(2 * W, 0.5, "decrease", 0.25)
 
 

@@ -38,6 +38,31 @@ def test_multiplier_round_trips_and_a_failed_transaction_writes_nothing(tmp_path
         assert tx.get_multiplier("http://other:8080") is None  # one record per cluster
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_slow_start_is_kept_with_the_multiplier(tmp_path: Path, kind: str):
+    store: QuotaStore = MemoryQuotaStore() if kind == "memory" else SqliteQuotaStore(str(tmp_path / "q.sqlite"))
+    with store.transaction() as tx:
+        tx.put_multiplier(CLUSTER, MultiplierState(W, 0.2, "increase", 0.4, slow_start=True))
+    with store.transaction() as tx:
+        assert tx.get_multiplier(CLUSTER) == MultiplierState(W, 0.2, "increase", 0.4, slow_start=True)
+
+
+def test_a_quota_file_from_before_slow_start_gains_the_column_and_its_record_reads_out_of_slow_start(tmp_path: Path):
+    import sqlite3
+
+    path = tmp_path / "quota.sqlite"
+    old = sqlite3.connect(path)  # 0.1.0's multipliers table, with a record in it
+    old.executescript("CREATE TABLE multipliers (cluster TEXT PRIMARY KEY, window_ms INTEGER NOT NULL, base REAL NOT NULL, "
+                      "verdict TEXT NOT NULL, m REAL NOT NULL, updated_at REAL NOT NULL);")
+    old.execute("INSERT INTO multipliers VALUES (?, ?, 1.0, 'decrease', 0.5, ?)", (CLUSTER, W, 1e12))
+    old.commit()
+    old.close()
+    store = SqliteQuotaStore(str(path))
+    with store.transaction() as tx:
+        assert tx.get_multiplier(CLUSTER) == MultiplierState(W, 1.0, "decrease", 0.5, slow_start=False)
+    SqliteQuotaStore(str(path))  # opened again (another process): the column is there already
+
+
 def test_a_restarted_query_resumes_from_the_stored_multiplier(tmp_path: Path):
     path = str(tmp_path / "quota.sqlite")
     apply(SqliteQuotaStore(path), W, "decrease")

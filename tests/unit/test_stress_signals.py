@@ -31,7 +31,8 @@ from pulsar_throttled_source.throttling.signals import (
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 P0, P1 = "persistent://public/default/t-partition-0", "persistent://public/default/t-partition-1"
-CONFIG = AdaptiveConfig()  # m_min 0.1, decrease 50 %, increase 5 points, 10 s windows
+# m_min 0.1, decrease 50 %, increase 5 points, 10 s windows; AIMD from the ceiling (slow start: test_congestion.py)
+CONFIG = AdaptiveConfig(slow_start=False)
 ADMIN = "http://broker:8080"
 
 
@@ -322,7 +323,7 @@ def test_publish_latency_slower_than_the_window_decreases_once_per_period_and_in
     not judged, no second decrease for the same period, no WARN: nothing is down); each clear period allows one step up."""
     from pulsar_throttled_source.throttling.signals import PublishLatencySignal
 
-    config = AdaptiveConfig(window_ms=2_000, increase=0.1)
+    config = AdaptiveConfig(window_ms=2_000, increase=0.1, slow_start=False)
     clock = FakeClock(1_000_000.0)
     periods = {0: 5.0, 1: 5.2, 2: 14.0, 3: 5.5, 4: 5.4, 5: 5.6}  # the broker's p99 (ms) of each 5 s period
     signal = PublishLatencySignal(lambda: summary_page(periods[min(5, int((clock.now - 1_000_000.0) // 5))]))
