@@ -41,14 +41,16 @@ def pack_tasks(ranges: Sequence[PartitionRange], sizes: Sequence[float | None], 
                task_bytes: float = SMALL_TASK_BYTES) -> list[ReadTask]:
     """The read tasks of a micro-batch's planned `ranges` (each of `sizes` bytes): at most `tasks` of them when
     the batch reads at most `task_bytes` per task so packed, else one per range as planned (also for
-    tasks == 0, and when a size is unknown). Ranges are dealt largest first to the least loaded task; each
+    tasks == 0, and when a size is unknown). Ranges are dealt largest first (to the MiB) to the least loaded task; each
     task reads its ranges in the planned order (a partition split by maxEntriesPerTask: its ranges in turn)."""
     if tasks <= 0 or len(ranges) <= tasks:
         return list(ranges)
     known = [s for s in sizes if s is not None]
     if len(known) < len(ranges) or sum(known) > tasks * task_bytes:
         return list(ranges)
-    weights = [s + RANGE_COST_BYTES for s in known]
+    # Sizes in whole MiB: batches alike pair the same partitions in the same tasks batch after batch (ties go in
+    # planned order), so a task more often finds its partitions' readers parked in its worker by the last batch.
+    weights = [round(s / RANGE_COST_BYTES) * RANGE_COST_BYTES + RANGE_COST_BYTES for s in known]
     loads = [0.0] * tasks
     members: list[list[int]] = [[] for _ in range(tasks)]
     for i in sorted(range(len(ranges)), key=lambda i: -weights[i]):  # stable: equal ranges in planned order
