@@ -2,7 +2,7 @@
 one unlimited batch in the same run.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/batch_timeline.py [--messages 4000000] [--partitions 4] \\
-        [--batches 8] [--rounds 2] [--read-path native]
+        [--batches 8] [--rounds 2] [--read-path native] [--compare-packing]
 
 A backlog of `--messages` x `--size` B (batched by the producer, as bench/steady_state.py produces it) on a
 `--partitions`-partition topic is drained on `--cores` cores (`local[N]`, noop sink), alternately:
@@ -23,6 +23,10 @@ Prints, per mode, the median over every batch but the first (one-batch mode: the
 trigger's start, then the rates: micro-batched steady state (rows of every batch but the first over the time from the
 end of the first to the end of the last, as steady_state.py) and one batch (its rows over its addBatch, and over its
 whole trigger), and their ratio (issue 44's target: steady >= 0.9 of the one-batch rate over addBatch).
+
+`--compare-packing`: each round runs both modes twice, with `smallBatchTasks=0` (one task per partition, the
+behaviour before issue 44's packing) and with the options given (by default a small batch packed into 2 tasks), and
+prints for each the median micro-batch's trigger-to-commit time, its tasks, and the ratio.
 """
 
 from __future__ import annotations
@@ -89,18 +93,23 @@ def timed_read(part: Any) -> Iterator[Any]:
     sys._bench_timeline_seen = True  # type: ignore[attr-defined]
     native_cached = bool(client_cache._NATIVE_CACHE._clients)
     python_cached = bool(client_cache._CACHE._clients)
-    rec: dict[str, Any] = {"pid": os.getpid(), "partition": part.partition_index, "entries": part.entries,
+    from pulsar_throttled_source.read_task import ranges_of
+
+    ranges = ranges_of(part)  # a packed task's ranges, read in turn (issue 44)
+    rec: dict[str, Any] = {"pid": os.getpid(), "partition": [r.partition_index for r in ranges],
+                           "entries": sum(r.entries for r in ranges), "ranges": len(ranges),
                            "t_read": t_read, "new_worker": new_worker, "client_cached": native_cached or python_cached}
     originals = {name: getattr(read_module, name) for name in ("open_native_reader", "open_reader")}
 
     def timing(name: str) -> Any:
         def opened(*args: Any, **kwargs: Any) -> Any:
             parked = {id(r) for r, _, _ in client_cache._PARKED_NATIVE._parked.values()}
-            rec["parked_before"] = len(parked)
-            rec["t_open0"] = time.time()
+            rec.setdefault("parked_before", len(parked))
+            t = time.time()
             reader = originals[name](*args, **kwargs)
-            rec["t_open1"] = time.time()
-            rec["parked_taken"] = id(reader) in parked
+            rec.setdefault("t_open0", t)  # the task's first range: its first reader
+            rec.setdefault("t_open1", time.time())
+            rec["parked_taken"] = rec.get("parked_taken", 0) + (id(reader) in parked)
             return reader
         return opened
 
@@ -109,7 +118,7 @@ def timed_read(part: Any) -> Iterator[Any]:
     inside = outside = 0.0
     rows = 0
     try:
-        it = read_module.read_range(part)
+        it = read_module.read_task(part)
         t = time.time()
         for batch in it:
             now = time.time()
@@ -226,6 +235,7 @@ def batch_timelines(progress: list[dict[str, Any]], tasks: list[dict[str, Any]],
             ms["tasks: new worker"] = sum(t["new_worker"] for t in mine)
             ms["tasks: client cached"] = sum(t["client_cached"] for t in mine)
             ms["tasks: parked reader taken"] = sum(bool(t.get("parked_taken")) for t in mine)
+            ms["tasks: ranges"] = sum(t.get("ranges", 1) for t in mine)
             # Core time left idle inside addBatch: cores x addBatch - the tasks' time in Python (read() to end).
             busy = sum(t["t_end"] - t["t_read"] for t in mine)
             ms["Python task time (sum)"] = busy * 1000
@@ -269,6 +279,8 @@ def main() -> None:
     parser.add_argument("--read-path", default="native", choices=["native", "python"])
     parser.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                         help="another source option for both modes (e.g. maxEntriesPerTask=200)")
+    parser.add_argument("--compare-packing", action="store_true",
+                        help="each round also with smallBatchTasks=0 (one task per partition), before/after in one run")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     timeline_file = Path(tempfile.mkdtemp(prefix="bench-timeline-")) / "tasks.jsonl"
@@ -294,11 +306,12 @@ def main() -> None:
         rest = SparkRest(str(spark.sparkContext.uiWebUrl), spark.sparkContext.applicationId)
         extra = dict(kv.split("=", 1) for kv in args.option)
 
-        def run(mode: str) -> dict[str, Any]:
+        def run(mode: str, variant: dict[str, str] | None = None) -> dict[str, Any]:
             timeline_file.write_text("")
             reader = (spark.readStream.format("pulsar-throttled-timed").option("service.url", broker.service_url)
                       .option("admin.url", broker.admin_url).option("topic", str(topic))
-                      .option("startingOffsets", "earliest").option("readPath", args.read_path).options(**extra))
+                      .option("startingOffsets", "earliest").option("readPath", args.read_path)
+                      .options(**{**extra, **(variant or {})}))
             if mode == "batches":
                 reader = reader.option("maxEntriesPerTrigger", str(per_trigger))
             sent_before = messages_out(admin, topic)
@@ -329,30 +342,39 @@ def main() -> None:
 
         print(f"{entries:,} entries: micro-batches of maxEntriesPerTrigger={per_trigger}; readPath={args.read_path}; "
               f"load before: {os.getloadavg()[0]:.2f}", flush=True)
-        run("batches")
-        run("one")  # warm-up passes
-        batched: list[dict[str, Any]] = []
-        one: list[dict[str, Any]] = []
+        variants: dict[str, dict[str, str]] = {"as given": {}}
+        if args.compare_packing:
+            variants = {"smallBatchTasks=0 (one task per partition)": {"smallBatchTasks": "0"}, **variants}
+        for variant in variants.values():
+            run("batches", variant)
+            run("one", variant)  # warm-up passes
+        batched: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+        one: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
         for r in range(args.rounds):
-            batched.append(run("batches"))
-            one.append(run("one"))
-            b, o = batched[-1], one[-1]
-            print(f"round {r + 1} (load {os.getloadavg()[0]:.2f}): micro-batched steady {b['rate']:,.0f} msg/s "
-                  f"({b['batches']} batches); one batch {o['rate']:,.0f} msg/s over addBatch, {o['rate_trigger']:,.0f} "
-                  f"over its trigger; ratio {b['rate'] / o['rate']:.2f}; dispatched per delivered message: micro-batched "
-                  f"{b['dispatched']:.2f}, one batch {o['dispatched']:.2f}", flush=True)
-            print_timeline("micro-batch (median of all but the first)", median_timeline(b["timelines"][1:]))
-            print_timeline("one batch", one[-1]["timelines"][0])
+            for label, variant in variants.items():
+                batched[label].append(run("batches", variant))
+                one[label].append(run("one", variant))
+                b, o = batched[label][-1], one[label][-1]
+                print(f"round {r + 1}, {label} (load {os.getloadavg()[0]:.2f}): micro-batched steady {b['rate']:,.0f} msg/s "
+                      f"({b['batches']} batches); one batch {o['rate']:,.0f} msg/s over addBatch, {o['rate_trigger']:,.0f} "
+                      f"over its trigger; ratio {b['rate'] / o['rate']:.2f}; dispatched per delivered message: micro-batched "
+                      f"{b['dispatched']:.2f}, one batch {o['dispatched']:.2f}", flush=True)
+                print_timeline("micro-batch (median of all but the first)", median_timeline(b["timelines"][1:]))
+                print_timeline("one batch", o["timelines"][0])
         spark.stop()
         admin.close()
 
-    steady = statistics.median(b["rate"] for b in batched)
-    once = statistics.median(o["rate"] for o in one)
-    ratios = [b["rate"] / o["rate"] for b, o in zip(batched, one, strict=True)]
-    print(f"readPath={args.read_path}, local[{args.cores}], {args.partitions} partitions, {args.messages:,} x {args.size} B: "
-          f"micro-batched steady {steady:,.0f} msg/s; one batch (addBatch) {once:,.0f} msg/s; ratio per round "
-          f"{', '.join(f'{x:.2f}' for x in ratios)} (median {statistics.median(ratios):.2f}; target >= 0.9); "
-          f"load at the end {os.getloadavg()[0]:.2f}")
+    for label in variants:
+        steady = statistics.median(b["rate"] for b in batched[label])
+        once = statistics.median(o["rate"] for o in one[label])
+        ratios = [b["rate"] / o["rate"] for b, o in zip(batched[label], one[label], strict=True)]
+        triggers = [t["trigger"] for b in batched[label] for t in b["timelines"][1:]]
+        tasks = [t["tasks"] for b in batched[label] for t in b["timelines"][1:]]
+        print(f"{label}: readPath={args.read_path}, local[{args.cores}], {args.partitions} partitions, {args.messages:,} x "
+              f"{args.size} B: micro-batch trigger to commit median {statistics.median(triggers):.0f} ms "
+              f"({statistics.median(tasks):.0f} tasks); micro-batched steady {steady:,.0f} msg/s; one batch (addBatch) "
+              f"{once:,.0f} msg/s; ratio per round {', '.join(f'{x:.2f}' for x in ratios)} "
+              f"(median {statistics.median(ratios):.2f}; target >= 0.9); load at the end {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

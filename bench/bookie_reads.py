@@ -32,7 +32,7 @@ import requests
 
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.reading.read import read_range
+from pulsar_throttled_source.reading.read import read_task
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -102,7 +102,7 @@ def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, 
         end = stream.latestOffset(start, stream.getDefaultReadLimit())  # a processing-time trigger's limit
         if end != start:
             for part in stream.partitions(start, end):
-                messages += sum(batch.num_rows for batch in read_range(part))
+                messages += sum(batch.num_rows for batch in read_task(part))
                 delivered += part.entries
             stream.commit(end)
             start = end

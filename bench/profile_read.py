@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.options import parse_options
+from pulsar_throttled_source.read_task import ranges_of
 from pulsar_throttled_source.reading.native_library import native_library
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
@@ -109,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                 "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic, "readpath": path,
                 "startingOffsets": "earliest", "quotaStatePath": str(work / "quota.sqlite")}))
             start = streams[path].initialOffset()
-            planned[path] = list(streams[path].partitions(start, streams[path].latestOffset(start, ReadAllAvailable())))
+            # The planned ranges, each read alone (a small batch would pack them: planning/task_packing.py).
+            planned[path] = [r for t in streams[path].partitions(start, streams[path].latestOffset(start, ReadAllAvailable()))
+                             for r in ranges_of(t)]
         partitions = planned["python"]
         last = max((p.end.ledger_id, p.end.entry_id) for p in partitions)
         print(f"planned {len(partitions)} read task(s) up to entry {last[0]}:{last[1]}")

@@ -1,6 +1,7 @@
 """What one read task carries from the driver to an executor: the planned entry range of one
-partition (`PartitionRange`) and how to connect (`ClientConfig`). Spark pickles them into each
-task, so everything a read needs travels inside; tokens never show in a repr.
+partition (`PartitionRange`), or several read in turn (`PackedRanges`), and how to connect
+(`ClientConfig`). Spark pickles them into each task, so everything a read needs travels inside;
+tokens never show in a repr.
 
 Below planning (which builds them) and reading (which runs them), so neither imports the other."""
 
@@ -81,3 +82,25 @@ class PartitionRange(InputPartition):
         """This range, starting and ending at these messages (None: on an entry boundary)."""
         return PartitionRange(self.partition, self.partition_index, self.start, self.end, self.entries, self.config,
                               self.runs, first_message, end_message)
+
+
+@dataclass(frozen=True)
+class PackedRanges(InputPartition):
+    """Several planned ranges read in turn by one Spark task, into one Arrow stream (planning/task_packing.py):
+    a small micro-batch pays a task's fixed costs (Spark's Python runner, ~120 ms a task) once per core rather
+    than once per partition. Each range is read exactly as it would be alone (reading/read.py); a retried task
+    reads them all again, and Spark drops the failed attempt's rows."""
+
+    ranges: tuple[PartitionRange, ...]
+
+    def __init__(self, ranges: tuple[PartitionRange, ...]) -> None:
+        object.__setattr__(self, "ranges", tuple(ranges))
+        object.__setattr__(self, "value", None)
+
+
+ReadTask = PartitionRange | PackedRanges  # what partitions() hands Spark for one task
+
+
+def ranges_of(task: ReadTask) -> tuple[PartitionRange, ...]:
+    """The ranges a task reads, in order."""
+    return task.ranges if isinstance(task, PackedRanges) else (task,)

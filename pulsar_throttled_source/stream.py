@@ -20,8 +20,8 @@ from .options import SourceOptions
 from .options.query_kinds import check_stream_options
 from .planner_wiring import build_planner
 from .planning.micro_batch_planner import MicroBatchPlanner
-from .read_task import PartitionRange
-from .reading.read import read_range
+from .read_task import PackedRanges, PartitionRange
+from .reading.read import read_task
 from .schemas.columns import ValueSchema
 
 # What an offset Spark hands over is, in the errors that a malformed one raises.
@@ -81,8 +81,8 @@ class PulsarStreamReader(DataSourceStreamReader):
         return self.planner.plan_tasks(self.offset_of(start, START_OF_BATCH), self.offset_of(end, END_OF_BATCH))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRange)
-        return read_range(partition)
+        assert isinstance(partition, PartitionRange | PackedRanges)
+        return read_task(partition)
 
     def commit(self, end: dict) -> None:
         self.planner.commit(self.offset_of(end, "committed offset"))

@@ -92,6 +92,7 @@ class SourceOptions:
     max_entries_per_trigger: int | None
     max_rows_per_arrow_batch: int
     max_entries_per_task: int
+    small_batch_tasks: int  # smallBatchTasks: how many tasks a small micro-batch is packed into (planning/task_packing.py)
     quota: QuotaConfig
     topic_rate: Rate
     subscription_rate: Rate

@@ -72,6 +72,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         max_entries_per_trigger=max_per_trigger,
         max_rows_per_arrow_batch=values.number(opts, "maxRowsPerArrowBatch"),
         max_entries_per_task=values.number(opts, "maxEntriesPerTask"),
+        small_batch_tasks=values.number(opts, "smallBatchTasks"),
         quota=quota,
         topic_rate=topic_rate,
         subscription_rate=sub_rate,

@@ -110,6 +110,8 @@ SPECS: tuple[OptionSpec, ...] = (
     _int("maxRowsPerArrowBatch", 10_000, 1, "a positive integer (rows)", "Rows per Arrow record batch produced by a read task (bounds task memory)."),
     _int("maxEntriesPerTask", 0, 0, "a non-negative integer (entries; 0 = no split)",
          "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),
+    _int("smallBatchTasks", 2, 0, "a non-negative integer (tasks; 0 = one task per partition)",
+         "Streams: a micro-batch of more partitions than this that reads at most 4 MiB per task runs as this many tasks, each reading several partitions' ranges in turn, so its per-task fixed costs (Spark's Python runner, ~120 ms a task) are paid once per core, not once per partition. Set it to the cores the query's executors have (the source cannot ask Spark for them). The default 2 is measured on 2 cores: a 2.6k-row batch on 4 partitions ran in one wave of tasks instead of two, 446 ms from trigger to commit instead of 618 (bench/README.md, batch_timeline.py). Larger batches and batch queries keep one task per partition; 0: always one task per partition."),
     _quota("dispatchThrottlingRateInMsg", "Source-wide message quota per period, shared by all partitions of the query (-1: none)."),
     _quota("dispatchThrottlingRateInByte", "Source-wide byte quota per period (-1: none)."),
     _quota("dispatchThrottlingRatePerTopicInMsg", "Per-partition topic quota in messages per period, shared by every query with the same quota store: this user's queries on this host (quotaStatePath), or queries on any host naming the same quotaStore (-1: none)."),

@@ -8,7 +8,7 @@ methods. As in Spark's Kafka source:
   - where a new query starts: start_positions;
   - how far each partition advances: admission.BatchAdmission (read limit + quota engine);
   - what counts as data loss: data_loss.DataLossPolicy;
-  - how a batch becomes tasks: task_ranges; what progress reports: progress.
+  - how a batch becomes tasks: task_ranges, a small one packed by task_packing; what progress reports: progress.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from ..metadata.layout import PartitionLayout
 from ..offsets import SourceOffset, new_query_id, positions_to_json
 from ..options import SourceOptions
 from ..positions import BEFORE_EARLIEST, EntryPosition
-from ..read_task import ClientConfig, PartitionRange
+from ..read_task import ClientConfig, ReadTask
 from ..throttling.publish_rates import PublishRateTracker
 from .admission import BatchAdmission
 from .data_loss import DataLossPolicy
 from .progress import ProgressReports
 from .read_limit import BatchLimit
 from .start_positions import resolve_start
+from .task_packing import pack_tasks, range_bytes
 from .task_ranges import task_ranges
 from .trigger_floor import TriggerFloor, check_partition_quotas
 
@@ -188,8 +189,9 @@ class MicroBatchPlanner:
         """The last plan's progress report (Spark's reportLatestOffset)."""
         return self._report or None
 
-    def plan_tasks(self, start: SourceOffset, end: SourceOffset) -> list[PartitionRange]:
-        """The read tasks of the micro-batch (start, end]."""
+    def plan_tasks(self, start: SourceOffset, end: SourceOffset) -> list[ReadTask]:
+        """The read tasks of the micro-batch (start, end]: a range per partition (or per maxEntriesPerTask), a
+        small batch's packed into smallBatchTasks tasks."""
         # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
         # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
         carried = end.query_start if start != end else None
@@ -198,8 +200,10 @@ class MicroBatchPlanner:
 
         def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
             loss.check_range(partition, layout, s, e, proofs.get(partition))
-        return task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task, self._p.client_config,
-                           check, loss.partitions_gone)
+        snap = self.catalog.snapshot()
+        ranges = task_ranges(starts, end, snap, self.options.max_entries_per_task, self._p.client_config,
+                             check, loss.partitions_gone)
+        return pack_tasks(ranges, [range_bytes(r, snap) for r in ranges], self.options.small_batch_tasks)
 
     def commit(self, end: SourceOffset) -> None:
         # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back

@@ -1,7 +1,8 @@
-"""Reading: what a Spark task does on an executor with one planned range (start, end].
+"""Reading: what a Spark task does on an executor with each planned range (start, end] it carries.
 
-(What a task carries, PartitionRange and ClientConfig, is ``..read_task``: planning builds it.)
-- ``read``: a read task: a non-durable reader over the range, exactly the planned entries, on either read path.
+(What a task carries, PartitionRange or PackedRanges and ClientConfig, is ``..read_task``: planning builds it.)
+- ``read``: a read task: its ranges in turn, each with a non-durable reader over exactly the planned entries, on
+  either read path.
 - ``range_reader``: the one read loop of both paths, entry by entry: every rule of where a range starts and ends.
 - ``python_read``: the Python path's side of it: the pulsar-client reader, message by message into ``arrow_rows``.
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).

@@ -1,4 +1,5 @@
-"""Executor side: read one planned entry range of one partition into Arrow record batches.
+"""Executor side: read one planned entry range of one partition into Arrow record batches (read_task
+runs a task's ranges in turn: one, or several packed by planning/task_packing.py).
 
 Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (..read_task). Readers come
 from the worker's shared client (client_cache); what belongs to the range and when it is done is
@@ -17,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
-from ..read_task import PartitionRange
+from ..read_task import PartitionRange, ReadTask, ranges_of
 from .client_cache import drop_client, drop_native_client, open_native_reader, open_reader, park_native_reader
 from .errors import PartitionDeleted, report_missing
 from .native_library import native_library
@@ -25,6 +26,13 @@ from .native_read import read_native_messages
 from .python_read import read_python_messages
 from .read_path import uses_native_path
 from .task_lookup import TaskLookup
+
+
+def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
+    """Yield the messages of each of the task's ranges in turn, one Arrow stream. Each range is read as it
+    would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again."""
+    for part in ranges_of(task):
+        yield from read_range(part)
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:

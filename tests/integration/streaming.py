@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.query_progress import source_report
-from pulsar_throttled_source.read_task import PartitionRange
+from pulsar_throttled_source.read_task import PartitionRange, ranges_of
 from pulsar_throttled_source.schemas.topic_schema import value_schema_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
@@ -134,12 +134,13 @@ def failure_of(query, timeout: float) -> str:
 
 
 def plan(broker, topic: str, **extra: str) -> list[PartitionRange]:
-    """The ranges of the whole topic, as the driver plans them (a schema topic's decoded as the data source would)."""
+    """The ranges of the whole topic, as the driver plans them (a schema topic's decoded as the data source would),
+    each task's in turn (a small batch's tasks carry several: planning/task_packing.py)."""
     opts = source_options(broker, topic, startingOffsets="earliest", **extra)
     parsed = parse_options({k.lower(): str(v) for k, v in opts.items()})
     reader = AdmissionControlStreamReader(parsed, value_schema=value_schema_for(parsed))
     try:
         start = reader.initialOffset()
-        return list(reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())))
+        return [r for task in reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())) for r in ranges_of(task)]
     finally:
         reader.stop()

@@ -49,7 +49,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py query_kinds.py spec.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "read_limit.py "
-                                        "start_positions.py task_ranges.py trigger_floor.py",
+                                        "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
     "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py errors.py "
                                        "native_library.py native_read.py native_reader.py parked_readers.py python_read.py range_entries.py "
                                        "range_progress.py range_reader.py read.py read_path.py task_lookup.py watch.py",

@@ -112,7 +112,8 @@ def test_retention_past_the_offset_is_data_loss(tmp_path):
 
 
 def test_tasks_of_at_most_max_entries_per_task_cover_the_range_exactly(tmp_path):
-    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 7), (7, 6)]), layout(P1, [(6, 2)])), maxEntriesPerTask=5)
+    r = reader(tmp_path, FakeCatalog(layout(P0, [(5, 7), (7, 6)]), layout(P1, [(6, 2)])), maxEntriesPerTask=5,
+               smallBatchTasks=0)
     start = r.initialOffset()
     tasks = r.partitions(start, r.latestOffset(start, unlimited()))
     by_partition: dict[str, list] = {}

@@ -1,0 +1,44 @@
+"""A throttled query's small micro-batches run as about one task per core (smallBatchTasks, default 2), not one
+per partition (issue 44): each task reads several partitions' ranges in turn, and every payload arrives once.
+The task counts are Spark's own (its status tracker), not the planner's."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from helpers import create_topic, produce
+from streaming import identity, read_stream, sent_identity, source_options
+
+
+def tasks_per_job(spark, query) -> list[int]:
+    """The tasks Spark ran for each job of the query (a streaming query's jobs are in the job group of its run id)."""
+    tracker = spark.sparkContext.statusTracker()
+    out = []
+    for job in sorted(tracker.getJobIdsForGroup(str(query.runId))):
+        info = tracker.getJobInfo(job)
+        stages = [tracker.getStageInfo(s) for s in info.stageIds] if info is not None else []
+        out.append(sum(s.numTasks for s in stages if s is not None))
+    return out
+
+
+def test_small_throttled_batches_on_four_partitions_run_in_two_tasks(spark, broker, admin, pulsar_client, tmp_path, unique):
+    topic = create_topic(admin, f"packed-{unique}", 4)
+    sent = produce(pulsar_client, topic, 80)  # unbatched: 20 entries per partition
+    # 12 entries per partition a window: every batch reads all four partitions (2 or more batches), ~1 KB a batch.
+    opts = source_options(broker, topic, startingOffsets="earliest", throttlingMode="batch",
+                          dispatchThrottlingRatePerTopicInMsg="12", quotaStatePath=tmp_path / "q.sqlite")
+    name = f"packed_{unique}"
+    query = (read_stream(spark, opts).writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    try:
+        assert query.awaitTermination(120), "the AvailableNow query did not finish"
+        assert query.exception() is None, query.exception()
+        batches = [p for p in query.recentProgress if p["numInputRows"] > 0]
+        delivered = spark.table(name).collect()
+        tasks = tasks_per_job(spark, query)
+    finally:
+        query.stop()
+    assert Counter(identity(r) for r in delivered) == Counter(sent_identity(s) for s in sent)  # each payload once
+    assert len(batches) >= 2, [p["numInputRows"] for p in batches]
+    # One job per batch that read rows, each of 2 tasks carrying the ranges of 4 partitions.
+    assert tasks == [2] * len(batches), tasks
