@@ -58,7 +58,8 @@ def run(name: str, out: str, trigger: dict, done: Callable[[int], bool] | None =
         query.awaitTermination(240)
     else:
         deadline = time.time() + 240
-        while not done(sum(p["numInputRows"] for p in query.recentProgress)) and time.time() < deadline:
+        # A query that failed (a Python runner that missed Spark's connect-back) ends the wait at once.
+        while query.isActive and not done(sum(p["numInputRows"] for p in query.recentProgress)) and time.time() < deadline:
             time.sleep(0.5)
         query.stop()
     print(f"query on {name} into {out}: {time.time() - began:.1f} s", file=sys.stderr, flush=True)
