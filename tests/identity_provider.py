@@ -254,6 +254,14 @@ class IdentityProvider:
         path.write_bytes(public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
         return f"file://{path}"
 
+    def write_signing_key(self, path: str | Path) -> str:
+        """As write_public_key, but the public half of the key this instance gives the server, known before start()
+        (which checks that the issuer signs with exactly that key): a broker trusting it can start beside the server."""
+        path = Path(path).resolve()
+        path.write_bytes(self._key.public_key().public_bytes(serialization.Encoding.DER,
+                                                              serialization.PublicFormat.SubjectPublicKeyInfo))
+        return f"file://{path}"
+
     def client_secret(self, client_id: str) -> Secret:
         """The client's secret (made on first use). The server accepts any secret; this one is only carried."""
         return self._secrets.setdefault(client_id, Secret(secrets.token_urlsafe(24)))

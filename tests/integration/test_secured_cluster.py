@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -45,16 +46,12 @@ JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}
 
 
 @pytest.fixture(scope="module")
-def idp(tmp_path_factory):
-    with IdentityProvider(tmp_path_factory.mktemp("idp"), token_lifetime_s=TOKEN_LIFETIME_S, audience=AUDIENCE,
-                          roles=CLIENTS) as provider:
-        yield provider
-
-
-@pytest.fixture(scope="module")
-def sb(idp, tmp_path_factory):
+def servers(tmp_path_factory) -> Iterator[tuple[IdentityProvider, SecuredBroker]]:
+    """The authorization server and the broker, started side by side: the broker only needs the public key of the
+    server's signing key (made here, before either starts) until a client brings it a token."""
+    provider = IdentityProvider(tmp_path_factory.mktemp("idp"), token_lifetime_s=TOKEN_LIFETIME_S, audience=AUDIENCE, roles=CLIENTS)
     work = tmp_path_factory.mktemp("secured-cluster")
-    key_url = idp.write_public_key(work / "idp-public-key.der")
+    key_url = provider.write_signing_key(work / "idp-public-key.der")
     # Basic authentication too: the reader's user name is its role; the password file holds an apr1 (MD5) hash.
     hashed = subprocess.run(["openssl", "passwd", "-apr1", BASIC_PASSWORD], capture_output=True, text=True, check=True).stdout.strip()
     (work / "basic-users").write_text(f"{READER}:{hashed}\n")
@@ -62,16 +59,33 @@ def sb(idp, tmp_path_factory):
               "authenticationRefreshCheckSeconds": str(REFRESH_CHECK_S), **SAME_MESSAGE_LIMIT,
               "authenticationProviders": AUTH_PROVIDERS + ",org.apache.pulsar.broker.authentication.AuthenticationProviderBasic",
               "basicAuthConf": f"file://{work / 'basic-users'}"}
-    with secured_broker(work, roles=[READER, OUTSIDER, TOPIC_READER], token_public_key=key_url, broker_config=config,
-                        max_entries_per_ledger=50) as broker:
-        for method, path, body in [
-            ("PUT", "/admin/v2/tenants/secured", {"adminRoles": [], "allowedClusters": ["standalone"]}),
-            ("PUT", f"/admin/v2/namespaces/{NAMESPACE}", None),
-            ("POST", f"/admin/v2/namespaces/{NAMESPACE}/permissions/{READER}", ["consume"]),
-        ]:
-            answer = broker.admin_request(method, path, json=body)
-            assert answer.status_code in (200, 204), (path, answer.status_code, answer.text)
-        yield broker
+    with ThreadPoolExecutor(1) as pool:
+        provider_started = pool.submit(provider.start)
+        try:
+            with secured_broker(work, roles=[READER, OUTSIDER, TOPIC_READER], token_public_key=key_url, broker_config=config,
+                                max_entries_per_ledger=50) as broker:
+                provider_started.result()
+                for method, path, body in [
+                    ("PUT", "/admin/v2/tenants/secured", {"adminRoles": [], "allowedClusters": ["standalone"]}),
+                    ("PUT", f"/admin/v2/namespaces/{NAMESPACE}", None),
+                    ("POST", f"/admin/v2/namespaces/{NAMESPACE}/permissions/{READER}", ["consume"]),
+                ]:
+                    answer = broker.admin_request(method, path, json=body)
+                    assert answer.status_code in (200, 204), (path, answer.status_code, answer.text)
+                yield provider, broker
+        finally:
+            wait([provider_started])  # a start still under way (the broker's failed) ends before the stop
+            provider.stop()
+
+
+@pytest.fixture(scope="module")
+def idp(servers) -> IdentityProvider:
+    return servers[0]
+
+
+@pytest.fixture(scope="module")
+def sb(servers) -> SecuredBroker:
+    return servers[1]
 
 
 @pytest.fixture(scope="module")
