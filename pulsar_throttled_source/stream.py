@@ -20,7 +20,7 @@ from .options import SourceOptions
 from .options.query_kinds import check_stream_options
 from .planner_wiring import build_planner
 from .planning.micro_batch_planner import MicroBatchPlanner
-from .read_task import PackedRanges, PartitionRange
+from .read_task import ReadTask
 from .reading.read import read_task
 from .schemas.columns import ValueSchema
 
@@ -81,7 +81,7 @@ class PulsarStreamReader(DataSourceStreamReader):
         return self.planner.plan_tasks(self.offset_of(start, START_OF_BATCH), self.offset_of(end, END_OF_BATCH))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, PartitionRange | PackedRanges)
+        assert isinstance(partition, ReadTask)
         return read_task(partition)
 
     def commit(self, end: dict) -> None:

@@ -15,6 +15,7 @@ from ..metadata.layout import PartitionLayout
 from ..offsets import SourceOffset
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..read_task import ClientConfig, PartitionRange
+from ..throttling.publish_rates import msgs_per_entry
 from ..topics import TopicName
 
 # (partition, layout, start, end) -> raises on data loss; see DataLossPolicy.check_range
@@ -51,6 +52,8 @@ def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
             # Planned on a newer layout than this snapshot shows: read without an entry list.
             out.append(PartitionRange(partition, index, s, e, -1, config))
             continue
+        # Sizes the readers' receiver queues, which the broker counts in messages (client_cache.receiver_queue_for).
+        per_entry = msgs_per_entry(snap.stats.get(partition), layout) or 1.0
         backlog = layout.backlog_after(s, e)
         step = max_entries_per_task
         bounds = [s]
@@ -62,5 +65,6 @@ def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
         for lo, hi in pairwise(bounds):
             runs = layout.backlog_after(lo, hi).runs
             out.append(PartitionRange(partition, index, lo, hi, sum(r[2] for r in runs), config,
-                                      tuple((ledger, first, count) for ledger, first, count, _ in runs)))
+                                      tuple((ledger, first, count) for ledger, first, count, _ in runs),
+                                      msgs_per_entry=per_entry))
     return out

@@ -123,25 +123,25 @@ def cluster_key(admin_url: str) -> str:
     return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
 
 
+def _windows(start: float, verdict: Verdict, config: AdaptiveConfig, slow_start: bool = False) -> int:
+    """Windows of one verdict that take m from ``start`` to the other end of [m_min, 1]."""
+    windows, m = 0, start
+    reached = (lambda m: m >= 1.0) if verdict == "increase" else (lambda m: m <= config.min_multiplier)
+    while not reached(m):
+        m, windows = step(m, verdict, config, slow_start=slow_start), windows + 1
+    return windows
+
+
 def slow_start_windows(config: AdaptiveConfig) -> int:
     """Clear windows that take m from m_min to 1 in slow start (the first window's decision included)."""
-    windows, m = 0, config.min_multiplier
-    while m < 1.0:
-        m, windows = step(m, "increase", config, slow_start=True), windows + 1
-    return windows
+    return _windows(config.min_multiplier, "increase", config, slow_start=True)
 
 
 def backoff_windows(config: AdaptiveConfig) -> int:
     """Windows of stress that take m from 1 to m_min."""
-    windows, m = 0, 1.0
-    while m > config.min_multiplier:
-        m, windows = step(m, "decrease", config), windows + 1
-    return windows
+    return _windows(1.0, "decrease", config)
 
 
 def recovery_windows(config: AdaptiveConfig) -> int:
     """Windows without stress that take m from m_min back to 1."""
-    windows, m = 0, config.min_multiplier
-    while m < 1.0:
-        m, windows = step(m, "increase", config), windows + 1
-    return windows
+    return _windows(config.min_multiplier, "increase", config)

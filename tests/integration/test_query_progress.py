@@ -19,10 +19,11 @@ from helpers import create_topic, produce, wait_until
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark.sql.streaming import StreamingQueryListener
-from streaming import Collected, source_options, start_collecting
+from streaming import Collected, identity, plan, sent_identity, source_options, start_collecting
 
 from pulsar_throttled_source.metrics import PulsarThrottleMetrics
 from pulsar_throttled_source.query_progress import source_report
+from pulsar_throttled_source.reading.client_cache import receiver_queue_for
 from pulsar_throttled_source.topics import TopicName
 
 PARTITIONS = 2
@@ -236,3 +237,37 @@ def test_the_metrics_listener_exports_the_numbers_of_every_progress_event(spark,
     # The lag falls batch by batch to 0, the topic level holding the partitions back until then.
     assert behind == sorted(behind, reverse=True) and behind[-1] == 0 and behind[0] > 0, behind
     assert total == len(sent)
+
+
+def test_an_unthrottled_query_of_a_batched_topic_counts_messages_and_queues_its_readers_in_them(
+        spark, broker, admin, pulsar_client, unique, tmp_path):
+    """Issue 44: an unthrottled query asks the publish counters too (every policyRefreshIntervalMs): its progress
+    says how many messages, not entries, are left, and its read tasks' readers queue their range in messages
+    (client_cache.receiver_queue_for), so the broker reads on before a task has emptied a batched entry."""
+    topic = create_topic(admin, f"progress-batched-{unique}", 0)
+    sent = produce(pulsar_client, topic, 120, batch=10)
+    entries = int(admin.internal_stats(TopicName.parse(topic))["entriesAddedCounter"])
+    per_entry = len(sent) / entries
+    assert per_entry > 2, entries  # batched: what the report must count
+    ranges = plan(broker, topic)
+    assert [r.msgs_per_entry for r in ranges] == [per_entry]
+    assert [receiver_queue_for(r) for r in ranges] == [len(sent)]  # the range's messages, not its entries
+
+    sink = Collected()
+    opts = source_options(broker, topic, startingOffsets="earliest", maxEntriesPerTrigger=max(1, entries // 3))
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", availableNow=True)
+    try:
+        assert q.awaitTermination(120), "the AvailableNow query did not finish"
+        assert q.exception() is None, q.exception()
+        progress = [p for p in q.recentProgress if p["numInputRows"]]
+    finally:
+        q.stop()
+    assert Counter(identity(r) for r in sink.rows) == Counter(sent_identity(s) for s in sent)  # each message once
+    left = len(sent)
+    assert len(progress) >= 3
+    for p in progress:
+        left -= p["numInputRows"]
+        r = report_of(p)
+        assert r["messagesBehindLatest"] == round(r["entriesBehindLatest"] * per_entry), r
+        if left:
+            assert r["messagesBehindLatest"] > r["entriesBehindLatest"], r
