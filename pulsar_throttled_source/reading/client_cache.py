@@ -43,12 +43,15 @@ MIN_INCLUSIVE_QUEUE = 1
 # the range while its first permits last, so such a reader keeps the range-deep queue it had
 # before the read-ahead bound (ranges of at most 100 entries are read in one broker read).
 UNDECRYPTED_MIN_QUEUE = 64
+# The entries a broker reads for a reader at a time at most (dispatcherMaxReadBatchSize's default).
+BROKER_READ_ENTRIES = 100
 
 
 def receiver_queue_for(part: PartitionRange, inclusive: bool = False) -> int:
     """The permits a task's reader gives the broker, within [2 (1 for a reader started inclusively at its first
-    entry), 10,000]: under quotas a sixteenth of its range's entries (read_ahead_share), unthrottled its range's
-    messages (its entries times the planner's messages per entry).
+    entry), 10,000]: under quotas a sixteenth of its range's entries (read_ahead_share); unthrottled, its range's
+    entries when one broker read brings them all, else its range's messages (its entries times the planner's
+    messages per entry).
 
     The broker counts permits in messages but reads min(permits, 100) entries at a time whatever they hold
     (PersistentDispatcherSingleActiveConsumer.getRestrictedMaxEntriesForConsumer, without the broker's
@@ -57,19 +60,24 @@ def receiver_queue_for(part: PartitionRange, inclusive: bool = False) -> int:
     bookies by the next range's task unless that task finds this reader parked (the same worker process: about
     half the time under Spark). Under quotas a sixteenth of the range's entries bounds each read, so what it
     reads past the range to about 6 % of the entries a throttled query delivers (bench/README.md,
-    "bookie_reads.py"). Unthrottled, speed matters: a queue of the range's entries, on a batched topic far fewer
-    messages than one read brings, let the broker read again only once the task had all but emptied it, and the
-    task waited on every read (issue 44: 628 messages per entry, ranges of 200 entries: a queue of 10,000 read
-    the backlog 10-16 % faster). A chunked message needs no deeper queue: the client gives a permit back for each
-    chunk it buffers (pulsar-client-cpp since 3.4; test_chunked reads messages of more chunks than the queue)."""
+    "bookie_reads.py"). Unthrottled, a range of at most 100 entries arrives in one read of exactly its entries
+    (a queue of its messages would have the broker read 100 entries past a small range: 5-6 dispatched per
+    delivered message in batch_timeline.py's small batches); a longer one takes several reads, and a queue of
+    its entries, on a batched topic far fewer messages than one read brings, let the broker read again only once
+    the task had all but emptied it: the task waited on every read (issue 44: 628 messages per entry, ranges of
+    200 entries, a queue in messages read the backlog 10-16 % faster). A chunked message needs no deeper queue:
+    the client gives a permit back for each chunk it buffers (pulsar-client-cpp since 3.4; test_chunked reads
+    messages of more chunks than the queue)."""
     cfg = part.config
     if cfg.crypto_failure_action != "fail":
         return max(UNDECRYPTED_MIN_QUEUE, min(MAX_RECEIVER_QUEUE, part.entries))
     floor = MIN_INCLUSIVE_QUEUE if inclusive else MIN_RECEIVER_QUEUE
     if cfg.read_ahead_share > 1:
         permits = math.ceil(part.entries / cfg.read_ahead_share)
+    elif part.entries <= BROKER_READ_ENTRIES:
+        permits = part.entries
     else:
-        permits = math.ceil(part.entries * max(1.0, part.msgs_per_entry)) if part.entries > 0 else 0
+        permits = math.ceil(part.entries * max(1.0, part.msgs_per_entry))
     return max(floor, min(MAX_RECEIVER_QUEUE, permits))
 
 

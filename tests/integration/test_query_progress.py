@@ -245,10 +245,10 @@ def test_an_unthrottled_query_of_a_batched_topic_counts_messages_and_queues_its_
     says how many messages, not entries, are left, and its read tasks' readers queue their range in messages
     (client_cache.receiver_queue_for), so the broker reads on before a task has emptied a batched entry."""
     topic = create_topic(admin, f"progress-batched-{unique}", 0)
-    sent = produce(pulsar_client, topic, 120, batch=10)
+    sent = produce(pulsar_client, topic, 600, batch=4)  # ~150 entries: more than one broker read (100)
     entries = int(admin.internal_stats(TopicName.parse(topic))["entriesAddedCounter"])
     per_entry = len(sent) / entries
-    assert per_entry > 2, entries  # batched: what the report must count
+    assert per_entry > 2 and entries > 100, entries  # batched: what the report must count
     ranges = plan(broker, topic)
     assert [r.msgs_per_entry for r in ranges] == [per_entry]
     assert [receiver_queue_for(r) for r in ranges] == [len(sent)]  # the range's messages, not its entries

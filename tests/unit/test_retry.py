@@ -201,20 +201,22 @@ def test_a_throttled_reader_asks_the_broker_for_a_sixteenth_of_its_range_at_a_ti
     assert [client_cache.receiver_queue_for(part(n, unthrottled)) for n in sizes] == [2, 2, 32, 33, 500, 10_000, 10_000]
 
 
-def test_an_unthrottled_reader_of_a_batched_topic_queues_its_range_in_messages():
+def test_an_unthrottled_reader_of_a_batched_topic_queues_a_long_range_in_messages():
     """Issue 44: the broker reads min(permits, 100) entries at a time and again only once the reader's messages
-    in flight fall below its queue: a queue of the range's entries, on a batched topic fewer messages than one
-    entry holds, had each task wait on every read. Under quotas the entries still bound what is read ahead."""
+    in flight fall below its queue: a queue of a long range's entries, on a batched topic fewer messages than one
+    read brings, had each task wait on every read. A range of at most 100 entries comes in one read of exactly
+    its entries; under quotas the entries still bound what is read ahead."""
     throttled = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100, read_ahead_share=16)
     unthrottled = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100)
 
     def part(entries: int, config: ClientConfig, per_entry: float) -> PartitionRange:
         return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2),
                               entries, config, msgs_per_entry=per_entry)
-    assert [client_cache.receiver_queue_for(part(n, unthrottled, 628.0)) for n in (-1, 0, 1, 10, 199)] == \
-        [2, 2, 628, 6_280, 10_000]
-    assert client_cache.receiver_queue_for(part(7, unthrottled, 2.5)) == 18  # 17.5 messages, rounded up
-    assert client_cache.receiver_queue_for(part(7, unthrottled, 0.5)) == 7  # an estimate below 1 counts as 1
+    assert [client_cache.receiver_queue_for(part(n, unthrottled, 628.0)) for n in (-1, 0, 1, 10, 100, 101, 199)] == \
+        [2, 2, 2, 10, 100, 10_000, 10_000]
+    assert client_cache.receiver_queue_for(part(150, unthrottled, 2.5)) == 375
+    assert client_cache.receiver_queue_for(part(151, unthrottled, 2.5)) == 378  # 377.5 messages, rounded up
+    assert client_cache.receiver_queue_for(part(150, unthrottled, 0.5)) == 150  # an estimate below 1 counts as 1
     assert [client_cache.receiver_queue_for(part(n, throttled, 628.0)) for n in (1, 199, 500)] == [2, 13, 32]
     # A range carries its estimate through a cut inside its entries (a batch query's batchIndex bounds).
     assert part(10, unthrottled, 628.0).inside_entries(None, None).msgs_per_entry == 628.0
