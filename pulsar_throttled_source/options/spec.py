@@ -130,7 +130,7 @@ SPECS: tuple[OptionSpec, ...] = (
          "Backlog (entries) at or under which a partition counts as caught up for auto-off."),
     _choice("quotaSource", "options", ("options", "broker", "both"),
             "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
-    _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both."),
+    _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both, and the publish counters (messages per entry) where no quota needs them live."),
     _bool("adaptiveThrottling", False,
           "Experimental (issue 40): the quotas become ceilings and the source admits m x each of them, m moved in "
           "[adaptiveThrottlingMinPercent %, 100 %] by a congestion controller once per adaptiveThrottlingWindow, shared "
