@@ -13,7 +13,10 @@ from helpers import Sent, create_topic, mixed_backlog, produce
 from java_producer import COMMITTED, HISTORY, TxnProducer
 from streaming import source_options
 
+from pulsar_throttled_source.batch import PulsarBatchReader
+from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.protobuf_wire import first_chunk_position
+from pulsar_throttled_source.topics import TopicName
 
 
 def read_batch(spark, opts: dict[str, str]) -> list:
@@ -31,6 +34,13 @@ def test_a_partitioned_topic_from_earliest_to_latest_and_a_range_inside_it(spark
     rows = read_batch(spark, source_options(broker, topic))  # a batch query starts at earliest by default
     assert Counter(bytes(r.value) for r in rows) == Counter(s.payload for s in sent)
     assert {r.topic for r in rows} == {f"{topic}-partition-0", f"{topic}-partition-1"}
+    # Each task's range carries its partition's messages per entry (the publish counters): its reader's receiver
+    # queue is sized in messages, as the broker counts permits (client_cache.receiver_queue_for; issue 44).
+    planned = PulsarBatchReader(parse_options({k.lower(): str(v) for k, v in source_options(broker, topic).items()}))
+    for r in planned.partitions():
+        stats = admin.stats(TopicName.parse(r.partition))
+        added = admin.internal_stats(TopicName.parse(r.partition))["entriesAddedCounter"]
+        assert r.msgs_per_entry == stats["msgInCounter"] / added > 1, r.partition
 
     # A range inside partition 0: from its 3rd entry up to (not including) its 7th.
     p0 = f"{topic}-partition-0"
