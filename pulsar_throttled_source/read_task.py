@@ -59,8 +59,9 @@ class PartitionRange(InputPartition):
     before index `first_message[2]`, and those of entry `end_message[:2]` from index `end_message[2]` on.
     Streams never set them: their ranges end on entry boundaries (positions.py).
 
-    `msgs_per_entry`: the planner's estimate of the partition's messages per entry (1.0 when unknown): the
-    broker counts a reader's permits in messages, so its receiver queue is sized in them (client_cache)."""
+    `msgs_per_entry`: the planner's estimate of the partition's messages per entry (1.0 when unknown), and
+    `entry_bytes` the range's average stored bytes per entry (0.0 when unknown): the broker counts a reader's
+    permits in messages, so its receiver queue is sized in them, within a budget of bytes (client_cache)."""
 
     partition: str
     partition_index: int
@@ -72,22 +73,23 @@ class PartitionRange(InputPartition):
     first_message: MessageBound | None
     end_message: MessageBound | None
     msgs_per_entry: float
+    entry_bytes: float
 
     def __init__(self, partition: str, partition_index: int, start: EntryPosition, end: EntryPosition,
                  entries: int, config: ClientConfig, runs: EntryRuns | None = None,
                  first_message: MessageBound | None = None, end_message: MessageBound | None = None,
-                 msgs_per_entry: float = 1.0) -> None:
+                 msgs_per_entry: float = 1.0, entry_bytes: float = 0.0) -> None:
         # InputPartition wants a `value`; a frozen dataclass needs object.__setattr__.
         for name, value in (("partition", partition), ("partition_index", partition_index), ("start", start),
                             ("end", end), ("entries", entries), ("config", config), ("runs", runs),
                             ("first_message", first_message), ("end_message", end_message),
-                            ("msgs_per_entry", msgs_per_entry), ("value", None)):
+                            ("msgs_per_entry", msgs_per_entry), ("entry_bytes", entry_bytes), ("value", None)):
             object.__setattr__(self, name, value)
 
     def inside_entries(self, first_message: MessageBound | None, end_message: MessageBound | None) -> PartitionRange:
         """This range, starting and ending at these messages (None: on an entry boundary)."""
         return PartitionRange(self.partition, self.partition_index, self.start, self.end, self.entries, self.config,
-                              self.runs, first_message, end_message, self.msgs_per_entry)
+                              self.runs, first_message, end_message, self.msgs_per_entry, self.entry_bytes)
 
 
 @dataclass(frozen=True)

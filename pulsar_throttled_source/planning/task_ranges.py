@@ -63,8 +63,9 @@ def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
             bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
         bounds.append(e)
         for lo, hi in pairwise(bounds):
-            runs = layout.backlog_after(lo, hi).runs
-            out.append(PartitionRange(partition, index, lo, hi, sum(r[2] for r in runs), config,
-                                      tuple((ledger, first, count) for ledger, first, count, _ in runs),
-                                      msgs_per_entry=per_entry))
+            piece = layout.backlog_after(lo, hi)
+            out.append(PartitionRange(partition, index, lo, hi, piece.entries, config,
+                                      tuple((ledger, first, count) for ledger, first, count, _ in piece.runs),
+                                      msgs_per_entry=per_entry,
+                                      entry_bytes=piece.bytes / piece.entries if piece.entries else 0.0))
     return out

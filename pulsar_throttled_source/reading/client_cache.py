@@ -45,13 +45,16 @@ MIN_INCLUSIVE_QUEUE = 1
 UNDECRYPTED_MIN_QUEUE = 64
 # The entries a broker reads for a reader at a time at most (dispatcherMaxReadBatchSize's default).
 BROKER_READ_ENTRIES = 100
+# What a long range's queue in messages may hold in flight (stored bytes): 10,000 messages of 100 B are 1 MB,
+# of 10 kB 100 MB; it never goes below a queue of the range's entries (the bound before issue 44).
+QUEUE_BYTES = 8 * 1024 * 1024
 
 
 def receiver_queue_for(part: PartitionRange, inclusive: bool = False) -> int:
     """The permits a task's reader gives the broker, within [2 (1 for a reader started inclusively at its first
     entry), 10,000]: under quotas a sixteenth of its range's entries (read_ahead_share); unthrottled, its range's
     entries when one broker read brings them all, else its range's messages (its entries times the planner's
-    messages per entry).
+    messages per entry) as far as they fit in QUEUE_BYTES (never fewer than its entries).
 
     The broker counts permits in messages but reads min(permits, 100) entries at a time whatever they hold
     (PersistentDispatcherSingleActiveConsumer.getRestrictedMaxEntriesForConsumer, without the broker's
@@ -77,7 +80,10 @@ def receiver_queue_for(part: PartitionRange, inclusive: bool = False) -> int:
     elif part.entries <= BROKER_READ_ENTRIES:
         permits = part.entries
     else:
-        permits = math.ceil(part.entries * max(1.0, part.msgs_per_entry))
+        per_entry = max(1.0, part.msgs_per_entry)
+        permits = math.ceil(part.entries * per_entry)
+        if part.entry_bytes > 0:  # large messages: what the queue holds in flight stays within QUEUE_BYTES
+            permits = max(part.entries, min(permits, math.ceil(QUEUE_BYTES / part.entry_bytes * per_entry)))
     return max(floor, min(MAX_RECEIVER_QUEUE, permits))
 
 

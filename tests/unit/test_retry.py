@@ -218,6 +218,14 @@ def test_an_unthrottled_reader_of_a_batched_topic_queues_a_long_range_in_message
     assert client_cache.receiver_queue_for(part(151, unthrottled, 2.5)) == 378  # 377.5 messages, rounded up
     assert client_cache.receiver_queue_for(part(150, unthrottled, 0.5)) == 150  # an estimate below 1 counts as 1
     assert [client_cache.receiver_queue_for(part(n, throttled, 628.0)) for n in (1, 199, 500)] == [2, 13, 32]
+    # Large messages: the messages in flight stay within 8 MiB, never below a queue of the range's entries.
+    def sized(entries: int, per_entry: float, entry_bytes: float) -> int:
+        return client_cache.receiver_queue_for(PartitionRange(
+            "persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, unthrottled,
+            msgs_per_entry=per_entry, entry_bytes=entry_bytes))
+    assert sized(199, 628.0, 62_800.0) == 10_000  # 100 B messages: 10,000 of them are ~1 MB
+    assert sized(200, 100.0, 1_048_576.0) == 800  # 10 kB messages: 8 MiB of them
+    assert sized(200, 10.0, 10_485_760.0) == 200  # 1 MB messages: the range's entries, as before
     # A range carries its estimate through a cut inside its entries (a batch query's batchIndex bounds).
     assert part(10, unthrottled, 628.0).inside_entries(None, None).msgs_per_entry == 628.0
 

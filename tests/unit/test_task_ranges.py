@@ -25,6 +25,7 @@ def test_each_range_carries_its_partitions_messages_per_entry_from_the_publish_c
     snap = CatalogSnapshot(0.0, {P0: layout(P0, [(5, 20), (7, 10)]), P1: layout(P1, [(6, 10)])},
                            {P0: PublishStats(90, 9000, 0.0, 0.0)})
     planned = ranges(snap, {P0: EntryPosition(7, 9), P1: EntryPosition(6, 9)})
-    assert [(r.partition, r.entries, r.msgs_per_entry) for r in planned] == [(P0, 30, 3.0), (P1, 10, 1.0)]
+    assert [(r.partition, r.entries, r.msgs_per_entry, r.entry_bytes) for r in planned] == \
+        [(P0, 30, 3.0, 100.0), (P1, 10, 1.0, 100.0)]  # the builder's entries hold 100 B each
     # Split by maxEntriesPerTask, every piece carries it.
     assert {(r.entries, r.msgs_per_entry) for r in ranges(snap, {P0: EntryPosition(7, 9)}, per_task=10)} == {(10, 3.0)}
