@@ -115,6 +115,18 @@ def pulsar_client(broker: LocalBroker):
 
 
 @pytest.fixture(scope="session")
+def txn_jvm(broker: LocalBroker):
+    """One java/TxnProducer.java for the session's transactional writes (test_transactions, test_batch_query,
+    test_native_read): each start of it costs seconds (Java's launcher compiles the file, then the client starts);
+    tests move it to their own topics with on(topic)."""
+    from java_producer import TxnProducer
+
+    producer = TxnProducer(broker.service_url)
+    yield producer
+    producer.close()
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory: pytest.TempPathFactory):
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

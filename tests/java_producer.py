@@ -46,10 +46,15 @@ class JavaProducer:
 
 
 class TxnProducer(JavaProducer):
-    """Drives java/TxnProducer.java on one topic: plain <payload> | begin | send <payload> | commit | abort."""
+    """Drives java/TxnProducer.java: plain <payload> | begin | send <payload> | commit | abort, on `topic`, or on
+    the topic named last to on() (one JVM for many topics: the conftest's session fixture txn_producer)."""
 
-    def __init__(self, service_url: str, topic: str) -> None:
-        super().__init__("TxnProducer.java", service_url, topic)
+    def __init__(self, service_url: str, topic: str | None = None) -> None:
+        super().__init__("TxnProducer.java", service_url, *([topic] if topic else []))
+
+    def on(self, topic: str) -> TxnProducer:
+        self.do(f"topic {topic}")
+        return self
 
 
 # A producer's life on a transactional topic: plain messages, a committed and an aborted transaction.

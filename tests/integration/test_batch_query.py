@@ -10,7 +10,7 @@ from collections import Counter
 import pulsar
 import pytest
 from helpers import Sent, create_topic, mixed_backlog, produce
-from java_producer import COMMITTED, HISTORY, TxnProducer
+from java_producer import COMMITTED, HISTORY
 from streaming import source_options
 
 from pulsar_throttled_source.batch import PulsarBatchReader
@@ -135,22 +135,17 @@ def test_a_time_range_reads_the_messages_published_between_the_two_times(spark, 
             .writeStream.format("noop").start().awaitTermination(30)
 
 
-def test_a_transactional_topic_reads_what_was_committed_once_and_stops_before_an_open_transaction(spark, broker, admin, unique):
+def test_a_transactional_topic_reads_what_was_committed_once_and_stops_before_an_open_transaction(spark, broker, admin, txn_jvm, unique):
     """A producer's transactions on each partition of a topic (Pulsar's Java client): committed messages
     are read once, aborted ones never, and `latest` ends before a transaction still open when the query
     plans (its messages are not readable yet), without waiting for it."""
     topic = create_topic(admin, f"batch-txn-{unique}", 2)
-    producers = [TxnProducer(broker.service_url, f"{topic}-partition-{i}") for i in range(2)]
-    try:
-        producers[0].do(*HISTORY)
-        producers[1].do(*HISTORY, "begin", "send open0")  # left open
-        started = time.monotonic()
-        rows = read_batch(spark, source_options(broker, topic))
-        assert Counter(bytes(r.value) for r in rows) == COMMITTED + COMMITTED
-        assert time.monotonic() - started < 60
-        producers[1].do("commit")
-        rows = read_batch(spark, source_options(broker, topic))  # committed now: read
-        assert Counter(bytes(r.value) for r in rows) == COMMITTED + COMMITTED + Counter({b"open0": 1})
-    finally:
-        for producer in producers:
-            producer.close()
+    txn_jvm.on(f"{topic}-partition-0").do(*HISTORY)
+    txn_jvm.on(f"{topic}-partition-1").do(*HISTORY, "begin", "send open0")  # left open
+    started = time.monotonic()
+    rows = read_batch(spark, source_options(broker, topic))
+    assert Counter(bytes(r.value) for r in rows) == COMMITTED + COMMITTED
+    assert time.monotonic() - started < 60
+    txn_jvm.do("commit")
+    rows = read_batch(spark, source_options(broker, topic))  # committed now: read
+    assert Counter(bytes(r.value) for r in rows) == COMMITTED + COMMITTED + Counter({b"open0": 1})

@@ -25,7 +25,7 @@ import pulsar
 import pyarrow as pa
 import pytest
 from helpers import create_topic, mixed_backlog, produce, produce_encrypted
-from java_producer import HISTORY, JavaProducer, TxnProducer
+from java_producer import HISTORY, JavaProducer
 from native_path import needs_native_path
 from streaming import plan
 
@@ -127,13 +127,9 @@ def test_encrypted_topic_with_the_key_and_without(broker, admin, pulsar_client, 
             read_on(plan(broker, topic), path)
 
 
-def test_transactional_topic(broker, admin, unique):
+def test_transactional_topic(broker, admin, txn_jvm, unique):
     topic = create_topic(admin, f"native-txn-{unique}", 0)
-    producer = TxnProducer(broker.service_url, topic)
-    try:
-        producer.do(*HISTORY)
-    finally:
-        producer.close()
+    txn_jvm.on(topic).do(*HISTORY)
     native = assert_same_batches(plan(broker, topic, maxEntriesPerTask="2"))
     assert payloads(native) == Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})
 

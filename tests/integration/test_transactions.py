@@ -3,7 +3,8 @@ never; a topic ending on a commit or abort marker needs no wait; an open transac
 range back while the query keeps running, and its messages arrive once it commits.
 
 The Python client cannot produce in transactions, so a small Java producer (java/TxnProducer.java,
-run on the broker's own client jars) writes them; the session broker runs a transaction coordinator."""
+run on the broker's own client jars; one for the session, moved from topic to topic) writes them; the session
+broker runs a transaction coordinator."""
 
 from __future__ import annotations
 
@@ -13,21 +14,14 @@ from collections import Counter
 
 import pytest
 from helpers import create_topic, wait_until
-from java_producer import COMMITTED, HISTORY, TxnProducer
+from java_producer import COMMITTED, HISTORY
 from streaming import Collected, source_options, start_collecting
 
 
 @pytest.fixture
-def txn_producer(broker, admin, unique):
-    producers = []
-
-    def make(topic: str) -> TxnProducer:
-        producers.append(TxnProducer(broker.service_url, topic))
-        return producers[-1]
-
-    yield make
-    for p in producers:
-        p.close()
+def txn_producer(txn_jvm):
+    """The session's transactional producer, moved to a test's topic."""
+    return txn_jvm.on
 
 
 def payloads(sink: Collected) -> Counter:

@@ -1,8 +1,10 @@
 // A transactional producer for the tests: the Python client cannot produce in transactions.
 // Run with Java's single-file launcher on the broker's jars:
-//   java -cp "<broker lib>/*" TxnProducer.java <serviceUrl> <topic>
+//   java -cp "<broker lib>/*" TxnProducer.java <serviceUrl> [<topic>]
 // Reads one command per line on stdin and answers one line "ok [messageId]" (or "err ...") each:
-//   plain <payload> | begin | send <payload> | commit | abort
+//   topic <topic> | plain <payload> | begin | send <payload> | commit | abort
+// "topic" moves the producer to another topic (a transaction, the client's, may stay open across it): one JVM
+// serves a whole test session, whose starts (the launcher compiles this file each time) cost seconds each.
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
@@ -15,9 +17,7 @@ import org.apache.pulsar.client.api.transaction.Transaction;
 public class TxnProducer {
     public static void main(String[] args) throws Exception {
         PulsarClient client = PulsarClient.builder().serviceUrl(args[0]).enableTransaction(true).build();
-        // Transactions need sendTimeout 0; no batching, so every message is an entry of its own.
-        Producer<byte[]> producer = client.newProducer().topic(args[1]).sendTimeout(0, TimeUnit.SECONDS)
-                .enableBatching(false).create();
+        Producer<byte[]> producer = args.length > 1 ? producer(client, args[1]) : null;
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         Transaction txn = null;
         System.out.println("ok ready");
@@ -26,6 +26,13 @@ public class TxnProducer {
             String[] cmd = line.split(" ", 2);
             try {
                 switch (cmd[0]) {
+                    case "topic" -> {
+                        if (producer != null) {
+                            producer.close();
+                        }
+                        producer = producer(client, cmd[1]);
+                        answer(null);
+                    }
                     case "plain" -> answer(producer.newMessage().value(bytes(cmd[1])).send());
                     case "begin" -> {
                         txn = client.newTransaction().withTransactionTimeout(10, TimeUnit.MINUTES).build().get();
@@ -41,8 +48,15 @@ public class TxnProducer {
             }
             System.out.flush();
         }
-        producer.close();
+        if (producer != null) {
+            producer.close();
+        }
         client.close();
+    }
+
+    private static Producer<byte[]> producer(PulsarClient client, String topic) throws Exception {
+        // Transactions need sendTimeout 0; no batching, so every message is an entry of its own.
+        return client.newProducer().topic(topic).sendTimeout(0, TimeUnit.SECONDS).enableBatching(false).create();
     }
 
     private static byte[] bytes(String s) {
