@@ -1,10 +1,12 @@
 """Drives a single-file Java producer under tests/integration/java (the Python client cannot write
-transactions, typed primitive schemas, KeyValues or binary keys): run with Java's single-file
-launcher on the broker's own client jars, one command per line on stdin, one answer line each
-("ok ..." or "err ...")."""
+transactions, typed primitive schemas, KeyValues or binary keys): compiled once per machine and run on the
+broker's own client jars, one command per line on stdin, one answer line each ("ok ..." or "err ...")."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import shutil
 import subprocess
 from collections import Counter
 from pathlib import Path
@@ -12,11 +14,33 @@ from pathlib import Path
 from pulsar_throttled_source.local_broker import resolve_broker_jars
 
 JAVA_DIR = Path(__file__).parent / "integration" / "java"
+CACHE = Path.home() / ".cache" / "pulsar-throttled-source" / "java-producers"
+
+
+def _command(source: str) -> list[str]:
+    """The java command line of java/<source>: its class compiled once per machine (per source text and broker jars,
+    under ~/.cache like the jars), since the single-file launcher compiles it at every start (~4 s of CPU); the
+    launcher itself where no javac is installed."""
+    jars = resolve_broker_jars()
+    if shutil.which("javac") is None:
+        return ["java", "-cp", f"{jars}/*", str(JAVA_DIR / source)]
+    key = hashlib.sha256((JAVA_DIR / source).read_bytes() + str(jars).encode()).hexdigest()[:12]
+    classes = CACHE / f"{Path(source).stem}-{key}"
+    if not classes.is_dir():
+        building = CACHE / f".{classes.name}-{os.getpid()}"
+        shutil.rmtree(building, ignore_errors=True)
+        subprocess.run(["javac", "-nowarn", "-cp", f"{jars}/*", "-d", str(building), str(JAVA_DIR / source)],
+                       check=True, capture_output=True, timeout=300)
+        try:
+            building.rename(classes)  # whole or not at all; another worker's build may have landed first
+        except OSError:
+            shutil.rmtree(building, ignore_errors=True)
+    return ["java", "-cp", f"{jars}/*:{classes}", Path(source).stem]
 
 
 class JavaProducer:
     def __init__(self, source: str, *args: str) -> None:
-        self.proc = subprocess.Popen(["java", "-cp", f"{resolve_broker_jars()}/*", str(JAVA_DIR / source), *args],
+        self.proc = subprocess.Popen([*_command(source), *args],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self._answer()  # "ok ready"
 
