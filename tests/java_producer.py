@@ -71,7 +71,7 @@ class JavaProducer:
 
 class TxnProducer(JavaProducer):
     """Drives java/TxnProducer.java: plain <payload> | begin | send <payload> | commit | abort, on `topic`, or on
-    the topic named last to on() (one JVM for many topics: the conftest's session fixture txn_producer)."""
+    the topic named last to on() (one JVM for many topics: the conftest's session fixture txn_jvm)."""
 
     def __init__(self, service_url: str, topic: str | None = None) -> None:
         super().__init__("TxnProducer.java", service_url, *([topic] if topic else []))
