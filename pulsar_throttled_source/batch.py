@@ -39,7 +39,7 @@ class PulsarBatchReader(DataSourceReader):
         o = self.options
         admin = PulsarAdmin.for_planning(o)
         guard = TopicSchemaGuard(admin, self.value_schema).check if o.decode_schema else None
-        # With the publish counters: their messages per entry size the read tasks' receiver queues (client_cache).
+        # With the publish counters: their messages per entry size the read tasks' receiver queues (reading/receiver_queue.py).
         catalog = PartitionCatalog(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
                                    on_topics=guard)
         try:

@@ -61,7 +61,7 @@ class PartitionRange(InputPartition):
 
     `msgs_per_entry`: the planner's estimate of the partition's messages per entry (1.0 when unknown), and
     `entry_bytes` the range's average stored bytes per entry (0.0 when unknown): the broker counts a reader's
-    permits in messages, so its receiver queue is sized in them, within a budget of bytes (client_cache)."""
+    permits in messages, so its receiver queue is sized in them, within a budget of bytes (reading/receiver_queue.py)."""
 
     partition: str
     partition_index: int

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 QuotaSource = Literal["options", "broker", "both"]
 # Under quotas a read task's reader asks the broker for a sixteenth of its range at a time, which
-# bounds what the broker reads past the range (reading.client_cache.receiver_queue_for).
+# bounds what the broker reads past the range (reading.receiver_queue).
 THROTTLED_READ_AHEAD_SHARE = 16
 
 

@@ -200,10 +200,9 @@ class MicroBatchPlanner:
 
         def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
             loss.check_range(partition, layout, s, e, proofs.get(partition))
-        snap = self.catalog.snapshot()
-        ranges = task_ranges(starts, end, snap, self.options.max_entries_per_task, self._p.client_config,
-                             check, loss.partitions_gone)
-        return pack_tasks(ranges, [range_bytes(r, snap) for r in ranges], self.options.small_batch_tasks)
+        ranges = task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task,
+                             self._p.client_config, check, loss.partitions_gone)
+        return pack_tasks(ranges, [range_bytes(r) for r in ranges], self.options.small_batch_tasks)
 
     def commit(self, end: SourceOffset) -> None:
         # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..metadata.catalog import CatalogSnapshot
 from ..read_task import PackedRanges, PartitionRange, ReadTask
 
 # A batch is small when packed it reads at most this much per task: ~4 MiB of 100 B messages read in ~80 ms on one
@@ -28,13 +27,10 @@ SMALL_TASK_BYTES = 4 * 1024 * 1024
 RANGE_COST_BYTES = 1024 * 1024
 
 
-def range_bytes(part: PartitionRange, snap: CatalogSnapshot) -> float | None:
-    """The stored bytes of a planned range (compressed, as the layout counts them); None when unknown
-    (planned on a newer layout than this snapshot)."""
-    layout = snap.layouts.get(part.partition)
-    if layout is None or part.entries < 0:
-        return None
-    return layout.backlog_after(part.start, part.end).bytes
+def range_bytes(part: PartitionRange) -> float | None:
+    """The stored bytes of a planned range (compressed, as the layout counts them), as task_ranges measured them;
+    None when unknown (planned on a newer layout than its snapshot)."""
+    return part.entries * part.entry_bytes if part.entries >= 0 else None
 
 
 def pack_tasks(ranges: Sequence[PartitionRange], sizes: Sequence[float | None], tasks: int,

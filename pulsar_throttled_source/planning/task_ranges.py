@@ -52,7 +52,7 @@ def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
             # Planned on a newer layout than this snapshot shows: read without an entry list.
             out.append(PartitionRange(partition, index, s, e, -1, config))
             continue
-        # Sizes the readers' receiver queues, which the broker counts in messages (client_cache.receiver_queue_for).
+        # Sizes the readers' receiver queues, which the broker counts in messages (reading/receiver_queue.py).
         per_entry = msgs_per_entry(snap.stats.get(partition), layout) or 1.0
         backlog = layout.backlog_after(s, e)
         step = max_entries_per_task

@@ -8,6 +8,7 @@
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).
 - ``task_lookup``: admin lookups of single entries (what a gap in the dispatch was).
 - ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
+- ``receiver_queue``: how many permits a reader gives the broker (its queue, from what its range holds).
 - ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
 - ``errors``: ReadTimeout, DataLossError and the messages that explain them.
 - ``range_progress``: what the read loop decides about its range (which entries belong, when it is done).

@@ -35,7 +35,7 @@ def test_a_partitioned_topic_from_earliest_to_latest_and_a_range_inside_it(spark
     assert Counter(bytes(r.value) for r in rows) == Counter(s.payload for s in sent)
     assert {r.topic for r in rows} == {f"{topic}-partition-0", f"{topic}-partition-1"}
     # Each task's range carries its partition's messages per entry (the publish counters): its reader's receiver
-    # queue is sized in messages, as the broker counts permits (client_cache.receiver_queue_for; issue 44).
+    # queue is sized in messages, as the broker counts permits (reading/receiver_queue.py; issue 44).
     planned = PulsarBatchReader(parse_options({k.lower(): str(v) for k, v in source_options(broker, topic).items()}))
     for r in planned.partitions():
         stats = admin.stats(TopicName.parse(r.partition))

@@ -37,7 +37,7 @@ from streaming import Collected, identity, sent_identity, source_options, start_
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.read_task import ranges_of
-from pulsar_throttled_source.reading.client_cache import receiver_queue_for
+from pulsar_throttled_source.reading.receiver_queue import receiver_queue_for
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 

@@ -23,7 +23,7 @@ from streaming import Collected, identity, plan, sent_identity, source_options, 
 
 from pulsar_throttled_source.metrics import PulsarThrottleMetrics
 from pulsar_throttled_source.query_progress import source_report
-from pulsar_throttled_source.reading.client_cache import receiver_queue_for
+from pulsar_throttled_source.reading.receiver_queue import receiver_queue_for
 from pulsar_throttled_source.topics import TopicName
 
 PARTITIONS = 2
@@ -243,7 +243,7 @@ def test_an_unthrottled_query_of_a_batched_topic_counts_messages_and_queues_its_
         spark, broker, admin, pulsar_client, unique, tmp_path):
     """Issue 44: an unthrottled query asks the publish counters too (every policyRefreshIntervalMs): its progress
     says how many messages, not entries, are left, and its read tasks' readers queue their range in messages
-    (client_cache.receiver_queue_for), so the broker reads on before a task has emptied a batched entry."""
+    (reading/receiver_queue.py), so the broker reads on before a task has emptied a batched entry."""
     topic = create_topic(admin, f"progress-batched-{unique}", 0)
     sent = produce(pulsar_client, topic, 600, batch=4)  # ~150 entries: more than one broker read (100)
     entries = int(admin.internal_stats(TopicName.parse(topic))["entriesAddedCounter"])

@@ -13,7 +13,7 @@ from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading import client_cache
+from pulsar_throttled_source.reading import client_cache, receiver_queue
 from pulsar_throttled_source.retry import (
     GaveUp,
     Outage,
@@ -197,8 +197,8 @@ def test_a_throttled_reader_asks_the_broker_for_a_sixteenth_of_its_range_at_a_ti
     def part(entries: int, config: ClientConfig) -> PartitionRange:
         return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, config)
     sizes = (0, 1, 32, 33, 500, 160_000, 2_000_000)
-    assert [client_cache.receiver_queue_for(part(n, throttled)) for n in sizes] == [2, 2, 2, 3, 32, 10_000, 10_000]
-    assert [client_cache.receiver_queue_for(part(n, unthrottled)) for n in sizes] == [2, 2, 32, 33, 500, 10_000, 10_000]
+    assert [receiver_queue.receiver_queue_for(part(n, throttled)) for n in sizes] == [2, 2, 2, 3, 32, 10_000, 10_000]
+    assert [receiver_queue.receiver_queue_for(part(n, unthrottled)) for n in sizes] == [2, 2, 32, 33, 500, 10_000, 10_000]
 
 
 def test_an_unthrottled_reader_of_a_batched_topic_queues_a_long_range_in_messages():
@@ -212,15 +212,15 @@ def test_an_unthrottled_reader_of_a_batched_topic_queues_a_long_range_in_message
     def part(entries: int, config: ClientConfig, per_entry: float) -> PartitionRange:
         return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2),
                               entries, config, msgs_per_entry=per_entry)
-    assert [client_cache.receiver_queue_for(part(n, unthrottled, 628.0)) for n in (-1, 0, 1, 10, 100, 101, 199)] == \
+    assert [receiver_queue.receiver_queue_for(part(n, unthrottled, 628.0)) for n in (-1, 0, 1, 10, 100, 101, 199)] == \
         [2, 2, 2, 10, 100, 10_000, 10_000]
-    assert client_cache.receiver_queue_for(part(150, unthrottled, 2.5)) == 375
-    assert client_cache.receiver_queue_for(part(151, unthrottled, 2.5)) == 378  # 377.5 messages, rounded up
-    assert client_cache.receiver_queue_for(part(150, unthrottled, 0.5)) == 150  # an estimate below 1 counts as 1
-    assert [client_cache.receiver_queue_for(part(n, throttled, 628.0)) for n in (1, 199, 500)] == [2, 13, 32]
+    assert receiver_queue.receiver_queue_for(part(150, unthrottled, 2.5)) == 375
+    assert receiver_queue.receiver_queue_for(part(151, unthrottled, 2.5)) == 378  # 377.5 messages, rounded up
+    assert receiver_queue.receiver_queue_for(part(150, unthrottled, 0.5)) == 150  # an estimate below 1 counts as 1
+    assert [receiver_queue.receiver_queue_for(part(n, throttled, 628.0)) for n in (1, 199, 500)] == [2, 13, 32]
     # Large messages: the messages in flight stay within 8 MiB, never below a queue of the range's entries.
     def sized(entries: int, per_entry: float, entry_bytes: float) -> int:
-        return client_cache.receiver_queue_for(PartitionRange(
+        return receiver_queue.receiver_queue_for(PartitionRange(
             "persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, unthrottled,
             msgs_per_entry=per_entry, entry_bytes=entry_bytes))
     assert sized(199, 628.0, 62_800.0) == 10_000  # 100 B messages: 10,000 of them are ~1 MB
@@ -245,4 +245,4 @@ def test_a_reader_that_may_get_undecrypted_batches_keeps_a_range_deep_queue():
 
     def part(entries: int) -> PartitionRange:
         return PartitionRange("persistent://public/default/t-partition-0", 0, BEFORE_EARLIEST, EntryPosition(1, 2), entries, config)
-    assert [client_cache.receiver_queue_for(part(n)) for n in (0, 64, 500, 2_000_000)] == [64, 64, 500, 10_000]
+    assert [receiver_queue.receiver_queue_for(part(n)) for n in (0, 64, 500, 2_000_000)] == [64, 64, 500, 10_000]
