@@ -188,7 +188,10 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="local[N] for both sides")
     parser.add_argument("--batches", type=int, default=20, help="micro-batches to split the backlog into")
     parser.add_argument("--rounds", type=int, default=1, help="measured rounds (after one warm-up pass each)")
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
+                        help="each round also drains with these options of ours (both passes), e.g. maxTasksPerTrigger=2")
     args = parser.parse_args()
+    variant = dict(kv.split("=", 1) for kv in args.variant)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -213,13 +216,13 @@ def main() -> None:
                  .config("spark.sql.streaming.numRecentProgressUpdates", "10000").getOrCreate())
         spark.sparkContext.setLogLevel("WARN")
 
-        def run_ours(mode: str = "batches") -> dict[str, Any]:
+        def run_ours(mode: str = "batches", extra: dict[str, str] | None = None) -> dict[str, Any]:
             """One drain by this source: in micro-batches of `per_trigger` entries, or ("once") as one unlimited
-            AvailableNow batch, as the JVM connector's "once" pass reads."""
+            AvailableNow batch, as the JVM connector's "once" pass reads; `extra`: more options (--variant)."""
             t = time.time()
             reader = (spark.readStream.format("pulsar-throttled").option("service.url", broker.service_url)
                       .option("admin.url", broker.admin_url).option("topic", str(topic)).option("startingOffsets", "earliest")
-                      .option("readPath", "native"))
+                      .option("readPath", "native").options(**(extra or {})))
             if mode == "batches":
                 reader = reader.option("maxEntriesPerTrigger", str(per_trigger))
             q = reader.load().writeStream.format("noop").trigger(availableNow=True).start()
@@ -249,6 +252,10 @@ def main() -> None:
                   f"{warm_jvm.get('steady', float('nan')):,.0f} msg/s ({warm_jvm['batches']} batches)", flush=True)
             run_ours("once")
             run_jvm("once")  # the one-batch passes' warm-up
+            if variant:
+                run_ours("batches", variant)
+            ours_variant: list[dict[str, Any]] = []
+            ours_variant_once: list[dict[str, Any]] = []
             ours: list[dict[str, Any]] = []
             ours_once: list[dict[str, Any]] = []
             jvm_batches: list[dict[str, Any]] = []
@@ -267,6 +274,12 @@ def main() -> None:
                       f"{jvm_once[-1]['end_to_end']:,.0f} msg/s", flush=True)
                 print(f"  median ms per batch (all but the first): ours {ours[-1]['phases_ms']}; JVM {jvm_batches[-1]['phases_ms']}",
                       flush=True)
+                if variant:
+                    ours_variant.append(run_ours("batches", variant))
+                    ours_variant_once.append(run_ours("once", variant))
+                    print(f"round {r + 1}, ours with {variant}: steady {ours_variant[-1]['steady']:,.0f} msg/s, end to end "
+                          f"{ours_variant[-1]['end_to_end']:,.0f}; one batch end to end {ours_variant_once[-1]['end_to_end']:,.0f}; "
+                          f"median ms per batch {ours_variant[-1]['phases_ms']}", flush=True)
         finally:
             jvm.close()
             spark.stop()
@@ -296,6 +309,14 @@ def main() -> None:
           f"{o_e2e / j_e2e:.2f}; one batch each (like for like) {o_once / j_once:.2f}; our micro-batched end to end vs the "
           f"JVM's one batch {o_e2e / j_once:.2f}; our micro-batched end to end / our one batch {o_e2e / o_once:.2f}; load at "
           f"the end {os.getloadavg()[0]:.2f}")
+    if variant:
+        v_steady = statistics.median(x["steady"] for x in ours_variant)
+        v_e2e = statistics.median(x["end_to_end"] for x in ours_variant)
+        v_once = statistics.median(x["end_to_end"] for x in ours_variant_once)
+        print(f"ours with {variant}: steady {v_steady:,.0f} msg/s ({v_steady / o_steady:.2f}x ours as given), end to end "
+              f"{v_e2e:,.0f}; one batch {v_once:,.0f} ({v_once / o_once:.2f}x); ratio to the JVM: steady "
+              f"{v_steady / j_steady:.2f}, end to end {v_e2e / j_e2e:.2f}, one batch each {v_once / j_once:.2f}; its micro-batched "
+              f"steady / its one batch {v_steady / v_once:.2f}, ours as given {o_steady / o_once:.2f}")
 
 
 if __name__ == "__main__":

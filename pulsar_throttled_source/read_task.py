@@ -95,7 +95,7 @@ class PartitionRange(InputPartition):
 @dataclass(frozen=True)
 class PackedRanges(InputPartition):
     """Several planned ranges read in turn by one Spark task, into one Arrow stream (planning/task_packing.py):
-    a small micro-batch pays a task's fixed costs (Spark's Python runner, ~120 ms a task) once per core rather
+    a micro-batch (a small one, or any under maxTasksPerTrigger) pays a task's fixed costs (Spark's Python runner, ~120 ms a task) once per core rather
     than once per partition. Each range is read exactly as it would be alone (reading/read.py); a retried task
     reads them all again, and Spark drops the failed attempt's rows."""
 

@@ -93,6 +93,7 @@ class SourceOptions:
     max_rows_per_arrow_batch: int
     max_entries_per_task: int
     small_batch_tasks: int  # smallBatchTasks: how many tasks a small micro-batch is packed into (planning/task_packing.py)
+    max_tasks_per_trigger: int  # maxTasksPerTrigger: at most this many tasks per micro-batch (0: no limit)
     quota: QuotaConfig
     topic_rate: Rate
     subscription_rate: Rate

@@ -73,6 +73,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
         max_rows_per_arrow_batch=values.number(opts, "maxRowsPerArrowBatch"),
         max_entries_per_task=values.number(opts, "maxEntriesPerTask"),
         small_batch_tasks=values.number(opts, "smallBatchTasks"),
+        max_tasks_per_trigger=values.number(opts, "maxTasksPerTrigger"),
         quota=quota,
         topic_rate=topic_rate,
         subscription_rate=sub_rate,

@@ -37,6 +37,9 @@ def check_stream_options(o: SourceOptions, admission_control: bool) -> None:
 
 def check_batch_options(o: SourceOptions) -> None:
     """A batch query refuses what only throttles a stream, naming it."""
+    if o.max_tasks_per_trigger > 0:
+        raise ValueError("Option 'maxTasksPerTrigger' applies to streams (spark.readStream) only: a batch query (spark.read) "
+                         "reads each partition (or each maxEntriesPerTask piece) in a task of its own. Remove it.")
     throttling = "quotas (dispatchThrottlingRate*, quotaSource=broker)" if o.throttled else ""
     trigger = "maxEntriesPerTrigger" if o.max_entries_per_trigger is not None else ""
     floor = "minEntriesPerTrigger" if o.min_entries_per_trigger is not None else ""

@@ -11,7 +11,7 @@ batch query's (``..batch``) to ``batch_range``; those two ask the other modules:
   engine in ``..throttling``), and the planner's log line.
 - ``data_loss``: what counts as loss (deleted ledgers or topics) and failOnDataLoss.
 - ``task_ranges``: a batch's offset ranges as Spark tasks (maxEntriesPerTask), with entry lists.
-- ``task_packing``: a small micro-batch's ranges packed into fewer tasks (smallBatchTasks), read in turn.
+- ``task_packing``: a micro-batch's ranges packed into fewer tasks (smallBatchTasks, maxTasksPerTrigger), read in turn.
 - ``progress``: the backlog reported in Spark's query progress (messages per entry from
   ``..throttling.publish_rates``).
 - ``trigger_floor``: minEntriesPerTrigger / maxTriggerDelay: whether an admitted batch runs now or waits.

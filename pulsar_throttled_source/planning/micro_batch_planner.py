@@ -32,7 +32,7 @@ from .data_loss import DataLossPolicy
 from .progress import ProgressReports
 from .read_limit import BatchLimit
 from .start_positions import resolve_start
-from .task_packing import pack_tasks, range_bytes
+from .task_packing import pack_tasks, range_bytes, task_count
 from .task_ranges import task_ranges
 from .trigger_floor import TriggerFloor, check_partition_quotas
 
@@ -191,7 +191,7 @@ class MicroBatchPlanner:
 
     def plan_tasks(self, start: SourceOffset, end: SourceOffset) -> list[ReadTask]:
         """The read tasks of the micro-batch (start, end]: a range per partition (or per maxEntriesPerTask), a
-        small batch's packed into smallBatchTasks tasks."""
+        small batch's packed into smallBatchTasks tasks, any batch into at most maxTasksPerTrigger."""
         # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
         # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
         carried = end.query_start if start != end else None
@@ -202,7 +202,8 @@ class MicroBatchPlanner:
             loss.check_range(partition, layout, s, e, proofs.get(partition))
         ranges = task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task,
                              self._p.client_config, check, loss.partitions_gone)
-        return pack_tasks(ranges, [range_bytes(r) for r in ranges], self.options.small_batch_tasks)
+        sizes = [range_bytes(r) for r in ranges]
+        return pack_tasks(ranges, sizes, task_count(sizes, self.options.small_batch_tasks, self.options.max_tasks_per_trigger))
 
     def commit(self, end: SourceOffset) -> None:
         # Progress lives in Spark's checkpoint. Reads use non-durable readers, so nothing is held back

@@ -1,5 +1,6 @@
 """planning/task_packing.py: a small micro-batch's ranges packed into about one task per core (smallBatchTasks),
-each range in exactly one task; large batches, unknown sizes and smallBatchTasks=0 keep one task per range."""
+any batch into at most maxTasksPerTrigger, each range in exactly one task; otherwise (large batches, unknown sizes,
+smallBatchTasks=0 and no maxTasksPerTrigger) one task per range."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from builders import P0, P1, TOPIC, layout, reader, unlimited
 from fakes import FakeCatalog
 
-from pulsar_throttled_source.planning.task_packing import SMALL_TASK_BYTES, pack_tasks
+from pulsar_throttled_source.planning.task_packing import SMALL_TASK_BYTES, pack_tasks, task_count
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PackedRanges, PartitionRange, ranges_of
 from pulsar_throttled_source.reading import read as read_module
@@ -47,19 +48,44 @@ def test_tiny_ranges_are_spread_over_the_tasks_not_piled_on_the_first():
     assert [len(ranges_of(t)) for t in tasks] == [2, 2, 2]
 
 
-@pytest.mark.parametrize("sizes,tasks", [
-    ([SMALL_TASK_BYTES] * 4 + [1.0], 2),  # more than SMALL_TASK_BYTES per task: a large batch
-    ([10 * KB, None, 10 * KB, 10 * KB], 2),  # a range planned without a layout: its size is unknown
-    ([10 * KB] * 4, 0),  # smallBatchTasks=0
-    ([10 * KB] * 4, 4),  # no more ranges than tasks
+MIB = 1024 * KB
+
+
+@pytest.mark.parametrize("sizes,small,most,expected", [
+    ([10 * KB] * 4, 2, 0, 2),  # small: smallBatchTasks
+    ([SMALL_TASK_BYTES / 2] * 4, 2, 0, 2),  # exactly at the limit is still small
+    ([SMALL_TASK_BYTES] * 4 + [1.0], 2, 0, 0),  # more than SMALL_TASK_BYTES per task: a large batch, one task per range
+    ([10 * KB, None, 10 * KB, 10 * KB], 2, 0, 0),  # a range planned without a layout: its size is unknown
+    ([10 * KB] * 4, 0, 0, 0),  # smallBatchTasks=0
+    ([100 * MIB] * 8, 2, 4, 4),  # maxTasksPerTrigger: a large batch in at most that many
+    ([10 * KB, None] * 4, 2, 3, 3),  # ... sizes known or not
+    ([10 * KB] * 8, 4, 2, 2),  # a small batch never in more tasks than maxTasksPerTrigger
+    ([10 * KB] * 8, 0, 3, 3),  # smallBatchTasks=0 with maxTasksPerTrigger: the latter still holds
 ])
-def test_one_task_per_range_otherwise(sizes, tasks):
+def test_how_many_tasks_a_batch_runs_as(sizes, small, most, expected):
+    assert task_count(sizes, small, most) == expected
+
+
+@pytest.mark.parametrize("sizes,tasks", [([10 * KB] * 4, 0), ([10 * KB] * 4, 4), ([10 * KB] * 3, 5)])
+def test_one_task_per_range_without_a_limit_or_with_no_more_ranges_than_tasks(sizes, tasks):
     planned = ranges(len(sizes))
     assert pack_tasks(planned, sizes, tasks) == planned
 
 
-def test_exactly_at_the_limit_is_still_small():
-    assert len(pack_tasks(ranges(4), [SMALL_TASK_BYTES / 2] * 4, 2)) == 2
+def test_a_large_batch_under_max_tasks_is_balanced_by_bytes_each_range_once():
+    planned = ranges(6)
+    sizes = [90 * MIB, 10 * MIB, 40 * MIB, 50 * MIB, 30 * MIB, 60 * MIB]
+    tasks = pack_tasks(planned, sizes, 2)
+    assert sorted(read_order(tasks), key=lambda r: r.partition_index) == planned
+    loads = [sum(sizes[r.partition_index] for r in ranges_of(t)) for t in tasks]
+    assert sorted(loads) == [140 * MIB, 140 * MIB]  # 90+40+10 / 60+50+30, dealt largest first
+
+
+def test_ranges_of_unknown_size_count_as_the_mean_of_the_known():
+    planned = ranges(4)
+    tasks = pack_tasks(planned, [100 * MIB, None, None, 10 * MIB], 2)  # the unknown two count as 55 MiB each
+    assert [[r.partition_index for r in ranges_of(t)] for t in tasks] == [[0, 3], [1, 2]]
+    assert [len(ranges_of(t)) for t in pack_tasks(planned, [None] * 4, 2)] == [2, 2]
 
 
 def small_catalog() -> FakeCatalog:
@@ -76,6 +102,8 @@ def test_the_planner_packs_a_small_micro_batch_and_keeps_every_planned_range(tmp
     assert sorted(read_order(tasks), key=lambda r: r.partition) == sorted(one_each, key=lambda r: r.partition)
     wide = reader(tmp_path, catalog, smallBatchTasks=8)
     assert len(wide.partitions(start, end)) == 4
+    capped = reader(tmp_path, catalog, smallBatchTasks=0, maxTasksPerTrigger=3)
+    assert len(capped.partitions(start, end)) == 3
 
 
 def test_a_split_partition_is_read_in_turn_inside_one_task(tmp_path):

@@ -164,6 +164,14 @@ def test_a_batch_query_refuses_the_floor():
         PulsarBatchReader(parse_options({"topic": "t", "minentriespertrigger": "5"}))
 
 
+def test_a_batch_query_refuses_a_task_limit_per_trigger():
+    from pulsar_throttled_source.batch import PulsarBatchReader
+
+    with pytest.raises(ValueError, match=r"'maxTasksPerTrigger' applies to streams \(spark.readStream\) only"):
+        PulsarBatchReader(parse_options({"topic": "t", "maxTasksPerTrigger": "2"}))
+    PulsarBatchReader(parse_options({"topic": "t", "maxTasksPerTrigger": "0"}))  # the default: nothing to refuse
+
+
 @pytest.mark.parametrize("text,ms", [("30000", 30_000), ("250ms", 250), ("30s", 30_000), ("15m", 900_000),
                                      ("2min", 120_000), ("1h", 3_600_000), ("1d", 86_400_000), (" 45 S ", 45_000)])
 def test_max_trigger_delay_takes_milliseconds_or_sparks_time_strings(text, ms):
