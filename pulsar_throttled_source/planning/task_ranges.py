@@ -63,7 +63,7 @@ def task_ranges(start: SourceOffset, end: SourceOffset, snap: CatalogSnapshot,
             bounds += [backlog.position_after(s, k) for k in range(step, backlog.entries, step)]
         bounds.append(e)
         for lo, hi in pairwise(bounds):
-            piece = layout.backlog_after(lo, hi)
+            piece = backlog if len(bounds) == 2 else layout.backlog_after(lo, hi)  # unsplit: measured above
             out.append(PartitionRange(partition, index, lo, hi, piece.entries, config,
                                       tuple((ledger, first, count) for ledger, first, count, _ in piece.runs),
                                       msgs_per_entry=per_entry,
