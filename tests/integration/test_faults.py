@@ -92,10 +92,12 @@ QUOTA = 20  # entries per second and partition (batch mode)
 
 def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admin, fault_client, tmp_path):
     topic = create_topic(fault_admin, f"restart-{int(time.time() * 1000)}", 2)
-    sent = produce(fault_client, topic, 300, prefix="single")  # 150 entries per partition
+    # 60 + 20 entries per partition: about 4 s of backlog at the quota, the restart coming after its first second
+    # (every second of backlog left after the restart is a second of the test: it was 8.5 s of backlog).
+    sent = produce(fault_client, topic, 120, prefix="single")
     sent += produce(fault_client, topic, 200, batch=5, prefix="batched")
     stats = fault_admin.partitioned_internal_stats(TopicName.parse(topic))
-    assert sum(int(s["numberOfEntries"]) for s in stats.values()) >= 2 * 8 * QUOTA  # about 10 s of backlog at the quota
+    assert sum(int(s["numberOfEntries"]) for s in stats.values()) >= 2 * 4 * QUOTA
 
     sink = Collected()
     opts = source_options(fault_broker, topic, startingOffsets="earliest", throttlingMode="batch",
@@ -104,7 +106,7 @@ def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admi
                           adminRetryTimeoutMs=180_000)
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="500 milliseconds")
     try:
-        wait_until(lambda: sink.count() >= 100, 120, what="the first throttled batches")
+        wait_until(lambda: sink.count() > 0, 120, what="the first throttled batch")
         before = sink.count()
         fault_broker.restart()  # same data dir and ports; returns once the admin API serves again
         assert before < len(sent), "the backlog was read before the broker stopped: nothing was tested"
