@@ -41,7 +41,8 @@ lint: $(STAMP)
 	$(PY) -m tools.actionlint
 
 test: lint
-	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
+	# The broker jars, and a class-data archive of them that makes each of the suite's broker starts faster (cached)
+	$(PY) -m pulsar_throttled_source.local_broker fetch --class-archive >/dev/null
 	$(PY) tests/identity_provider.py fetch >/dev/null  # the OAuth2 tests' authorization server (cached)
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
 	$(PY) tests/release_venv.py >/dev/null  # a PySpark-only venv and a wheelhouse for the release install test (cached)

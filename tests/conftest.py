@@ -36,6 +36,10 @@ TEST_ENTRIES_PER_LEDGER = 50
 MAX_MESSAGE_SIZE = 131072
 SAME_MESSAGE_LIMIT = {"maxMessageSize": str(MAX_MESSAGE_SIZE)}
 TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LIMIT}
+# The JVM of a broker a test module starts for itself (and stops after a minute or two of small topics): C1 only,
+# which starts it in about two thirds of the time (no C2 compiles competing for the 2 cores); the session broker,
+# which serves every module's reads for the whole run, keeps the JVM's default.
+SHORT_LIVED_BROKER_JVM = ["-XX:TieredStopAtLevel=1"]
 
 
 def _session_broker(data_dir: str | Path) -> LocalBroker:

@@ -120,7 +120,7 @@ class SecuredBroker:
 def secured_broker(directory: str | Path, *, roles: tuple[str, ...] | list[str] = DEFAULT_ROLES,
                    token_secret_key: bytes | None = None, token_public_key: str | None = None,
                    broker_config: dict[str, str] | None = None, max_entries_per_ledger: int | None = None,
-                   ) -> Iterator[SecuredBroker]:
+                   jvm_options: list[str] | None = None) -> Iterator[SecuredBroker]:
     """Start a secured broker (certificates in DIRECTORY/certs, data in DIRECTORY/broker); stop it on exit."""
     root = Path(directory)
     certs = make_certificates(root / "certs", roles=sorted({SUPERUSER, *roles}))
@@ -134,6 +134,6 @@ def secured_broker(directory: str | Path, *, roles: tuple[str, ...] | list[str] 
     admin = certs.client(SUPERUSER)
     tls = TlsFiles(cert=certs.broker.cert, key=certs.broker.key, ca=certs.ca, client_cert=admin.cert, client_key=admin.key)
     broker = LocalBroker(data_dir=root / "broker", max_entries_per_ledger=max_entries_per_ledger, tls=tls,
-                         broker_config={**secured_config(key_setting), **(broker_config or {})})
+                         broker_config={**secured_config(key_setting), **(broker_config or {})}, jvm_options=jvm_options)
     with broker:
         yield SecuredBroker(broker, certs, token_secret_key)

@@ -11,7 +11,8 @@ the same pinned broker without Docker:
                                                           [--tls-client-cert F --tls-client-key F]]
     python -m pulsar_throttled_source.local_broker status [--data-dir D]
     python -m pulsar_throttled_source.local_broker stop [--data-dir D]
-    python -m pulsar_throttled_source.local_broker fetch          # only download the jars
+    python -m pulsar_throttled_source.local_broker fetch [--class-archive]  # only download the jars (and make the
+                                                                            # class-data archive every start maps)
 
 (`pulsar-local-broker` is the same command.) `start` prints one JSON line: {"serviceUrl", "adminUrl", "pid",
 "dataDir"}, plus "serviceUrlTls" and "adminUrlTls" with TLS. From Python: `with LocalBroker() as broker:
@@ -19,8 +20,8 @@ broker.service_url ...`; `LocalBroker(tls=TlsFiles(cert, key, ca))` adds `broker
 localhost:P) and `broker.admin_url_tls` (https://localhost:W).
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
-state (what a data dir remembers), process (start/stop/status), broker (LocalBroker), errors (BrokerError, for
-what a person can fix), __main__ (the CLI).
+state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
+starts faster), broker (LocalBroker), errors (BrokerError, for what a person can fix), __main__ (the CLI).
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ class LocalBroker:
     def __init__(self, data_dir: str | Path | None = None, max_entries_per_ledger: int | None = None,
                  auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S,
                  broker_config: dict[str, str] | None = None, tls: TlsFiles | None = None,
-                 ready_token: Callable[[], str] | None = None) -> None:
+                 ready_token: Callable[[], str] | None = None, jvm_options: list[str] | None = None) -> None:
         self._data_dir = data_dir
+        self._jvm_options = list(jvm_options or [])  # after the launcher's own (process.start)
         self._ready_token = ready_token  # the readiness check's token, where the broker trusts another key (process.start)
         self._tls = tls
         self._broker_config = dict(broker_config or {})
@@ -54,7 +55,8 @@ class LocalBroker:
 
     def start(self) -> BrokerInfo:
         self.info = start(self._data_dir, self._max_entries, self._timeout_s, self._auth_token,
-                          broker_config=self._broker_config, tls=self._tls, ready_token=self._ready_token)
+                          broker_config=self._broker_config, tls=self._tls, ready_token=self._ready_token,
+                          jvm_options=self._jvm_options)
         self._data_dir = self.info.dataDir  # a restart reuses the same data and ports
         return self.info
 

@@ -16,8 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from . import class_archive
 from .config import write_conf
-from .distribution import check_java, resolve_broker_jars
+from .distribution import cache_dir, check_java, resolve_broker_jars
 from .errors import BrokerError
 from .state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
 from .tls import TlsFiles
@@ -63,6 +64,7 @@ def start(
     broker_config: dict[str, str] | None = None,
     tls: TlsFiles | None = None,
     ready_token: Callable[[], str] | None = None,
+    jvm_options: list[str] | None = None,
 ) -> BrokerInfo:
     """Start a standalone broker in the background and wait until it serves public/default.
 
@@ -71,6 +73,8 @@ def start(
     readiness check asks over https (chain checked against tls.ca, tls's client certificate presented).
     `ready_token` gives the readiness check a token where the broker trusts another key than the one
     `auth_token` makes (e.g. an OAuth2 server's): called for each attempt, so a short-lived one stays valid.
+    `jvm_options` go to the broker's JVM after the launcher's own (e.g. -XX:TieredStopAtLevel=1 for a short-lived
+    broker: a faster start, slower code later). The class archive `make_class_archive` made is used if there is one.
     """
     java = check_java()
     lib = resolve_broker_jars(quiet=False)
@@ -87,6 +91,7 @@ def start(
     log_path = data / "broker.log"
     cmd = [
         java, "-Xms256m", f"-Xmx{heap}", "-XX:MaxDirectMemorySize=1g", "-XX:+UseG1GC",
+        *class_archive.use_flags(class_archive.archive_path(cache_dir(), lib, java)), *(jvm_options or []),
         *JAVA_OPENS,
         "-Dio.netty.tryReflectionSetAccessible=true",
         f"-Dlog4j.configurationFile={log4j}",
@@ -134,6 +139,20 @@ def start(
             raise BrokerError(f"The Pulsar broker did not become ready within {timeout_s:.0f} s "
                               f"(last answer of {ready_url}: {last_error}). Last lines of {log_path}:\n{_log_tail(log_path)}")
         time.sleep(0.5)
+
+
+def make_class_archive() -> Path | None:
+    """Make the class archive of this machine's broker jars and Java unless it exists (class_archive.py); its path,
+    or None if Java wrote none."""
+    java, lib = check_java(), resolve_broker_jars(quiet=False)
+    archive = class_archive.archive_path(cache_dir(), lib, java)
+
+    def start_and_stop(options: list[str], data: Path) -> None:
+        start(data, jvm_options=options)
+        stop(data)
+
+    class_archive.make(archive, start_and_stop)
+    return archive if archive.is_file() else None
 
 
 def _terminate(pid: int, grace_s: float = 30.0) -> None:

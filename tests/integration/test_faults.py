@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from conftest import SAME_MESSAGE_LIMIT
+from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
 from helpers import create_namespace, create_topic, produce, unload_bundles, wait_until
 from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting, wait_caught_up
 from topic_admin import TopicAdmin
@@ -41,7 +41,8 @@ def fault_broker(tmp_path_factory: pytest.TempPathFactory):
     # restart or a bundle unload (apache/pulsar#25294: the __change_events reader that every topic load
     # waits on gets stuck; fixed by #26025, not in 4.0.7). These tests take their quotas from options.
     with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-faults"), max_entries_per_ledger=50,
-                     broker_config={"topicLevelPoliciesEnabled": "false", **SAME_MESSAGE_LIMIT}) as b:  # stopped however the tests end
+                     broker_config={"topicLevelPoliciesEnabled": "false", **SAME_MESSAGE_LIMIT},
+                     jvm_options=SHORT_LIVED_BROKER_JVM) as b:  # stopped however the tests end
         yield b
 
 
@@ -92,10 +93,12 @@ QUOTA = 20  # entries per second and partition (batch mode)
 
 def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admin, fault_client, tmp_path):
     topic = create_topic(fault_admin, f"restart-{int(time.time() * 1000)}", 2)
-    sent = produce(fault_client, topic, 300, prefix="single")  # 150 entries per partition
+    # 60 + 20 entries per partition: about 4 s of backlog at the quota, the restart coming after its first second
+    # (every second of backlog left after the restart is a second of the test: it was 8.5 s of backlog).
+    sent = produce(fault_client, topic, 120, prefix="single")
     sent += produce(fault_client, topic, 200, batch=5, prefix="batched")
     stats = fault_admin.partitioned_internal_stats(TopicName.parse(topic))
-    assert sum(int(s["numberOfEntries"]) for s in stats.values()) >= 2 * 8 * QUOTA  # about 10 s of backlog at the quota
+    assert sum(int(s["numberOfEntries"]) for s in stats.values()) >= 2 * 4 * QUOTA
 
     sink = Collected()
     opts = source_options(fault_broker, topic, startingOffsets="earliest", throttlingMode="batch",
@@ -104,7 +107,7 @@ def test_broker_restart_mid_stream_rides_through(spark, fault_broker, fault_admi
                           adminRetryTimeoutMs=180_000)
     q = start_collecting(spark, opts, sink, tmp_path / "cp", processingTime="500 milliseconds")
     try:
-        wait_until(lambda: sink.count() >= 100, 120, what="the first throttled batches")
+        wait_until(lambda: sink.count() > 0, 120, what="the first throttled batch")
         before = sink.count()
         fault_broker.restart()  # same data dir and ports; returns once the admin API serves again
         assert before < len(sent), "the backlog was read before the broker stopped: nothing was tested"

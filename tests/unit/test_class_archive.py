@@ -1,0 +1,61 @@
+"""The broker's class-data archive (local_broker/class_archive.py): keyed by jars and Java, written whole or not at all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pulsar_throttled_source.local_broker import class_archive
+
+
+def _jars(tmp_path: Path, *names: str) -> Path:
+    lib = tmp_path / "lib"
+    lib.mkdir(exist_ok=True)
+    for name in names:
+        (lib / name).write_bytes(b"jar")
+    return lib
+
+
+def test_the_archive_is_keyed_by_the_jar_set_and_the_java_binary(tmp_path):
+    java = tmp_path / "java"
+    java.write_text("#!/bin/sh\n")
+    lib = _jars(tmp_path, "a.jar", "b.jar")
+    first = class_archive.archive_path(tmp_path / "cache", lib, str(java))
+    assert first == class_archive.archive_path(tmp_path / "cache", lib, str(java))  # stable
+    assert first.parent == tmp_path / "cache" / "class-archive" and first.suffix == ".jsa"
+    _jars(tmp_path, "c.jar")
+    assert class_archive.archive_path(tmp_path / "cache", lib, str(java)) != first  # another jar set
+    other_java = tmp_path / "java17"
+    other_java.write_text("#!/bin/sh\n# another build\n")
+    assert class_archive.archive_path(tmp_path / "cache", lib, str(other_java)) != class_archive.archive_path(
+        tmp_path / "cache", lib, str(java))
+
+
+def test_a_start_uses_the_archive_only_once_it_exists(tmp_path):
+    archive = tmp_path / "broker-x.jsa"
+    assert class_archive.use_flags(archive) == []
+    archive.write_bytes(b"archive")
+    assert class_archive.use_flags(archive) == [f"-XX:SharedArchiveFile={archive}"]
+
+
+def test_make_writes_under_another_name_and_renames_once_the_jvm_has_exited(tmp_path):
+    archive = tmp_path / "cache" / "broker-x.jsa"
+    calls = []
+
+    def start_and_stop(options: list[str], data: Path) -> None:
+        (flag,) = options
+        assert flag.startswith("-XX:ArchiveClassesAtExit=")
+        partial = Path(flag.split("=", 1)[1])
+        assert partial != archive and partial.parent == archive.parent and data.is_dir()
+        assert not archive.exists()  # a start in the meantime maps nothing half-written
+        partial.write_bytes(b"classes")
+        calls.append(partial)
+
+    assert class_archive.make(archive, start_and_stop) is True
+    assert archive.read_bytes() == b"classes" and not calls[0].exists()
+    assert class_archive.make(archive, start_and_stop) is False and len(calls) == 1  # made once
+
+
+def test_make_leaves_no_archive_when_the_jvm_wrote_none(tmp_path):
+    archive = tmp_path / "broker-x.jsa"
+    assert class_archive.make(archive, lambda options, data: None) is False
+    assert not archive.exists()
