@@ -173,49 +173,10 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
-# The longest test files first (seconds each in a clean-clone three-worker run of `make test`, printed at its end):
-# `make test`'s xdist workers take whole files in collection order (--no-loadscope-reorder: xdist's default
-# order, by number of tests, put the long single-test files last), so a long file collected last would end
-# the run on one worker while the others sit idle.
-LONGEST_FIRST = ("test_secured_cluster.py", "test_source.py", "test_throttling.py", "test_auth.py", "test_cluster.py",
-                 "test_schema_types.py", "test_notebook.py", "test_chunked.py", "test_spark_versions.py", "test_faults.py",
-                 "test_bad_input.py", "test_release_artifacts.py", "test_redis_quota_store.py", "test_transactions.py",
-                 "test_secured_broker.py", "test_connect.py", "test_deletions.py", "test_identity_provider.py",
-                 "test_schemas.py", "test_restarts.py", "test_adaptive_backfill.py", "test_query_progress.py",
-                 "test_pipeline.py", "test_catch_up.py", "test_status.py", "test_wheel.py")
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its order
-
-
-# Where the suite's time goes, printed at the end of every run (CI's log included): seconds per test file
-# (setup, call and teardown summed), and when each xdist worker ran out of files. A suite kept under ~15
-# minutes needs these figures at hand; the LONGEST_FIRST order above comes from them.
-_FILE_SECONDS: dict[str, float] = {}
-_WORKER_LAST: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    import time
-
-    path = report.nodeid.split("::", 1)[0]
-    _FILE_SECONDS[path] = _FILE_SECONDS.get(path, 0.0) + report.duration
-    node = getattr(report, "node", None)
-    worker = getattr(getattr(node, "gateway", None), "id", None)
-    if worker is not None:
-        _WORKER_LAST[worker] = time.time()
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _FILE_SECONDS or len(_FILE_SECONDS) < 5:
-        return  # a run of a file or two: its own timing says enough
-    slowest = sorted(_FILE_SECONDS.items(), key=lambda kv: -kv[1])[:20]
-    terminalreporter.write_sep("-", "seconds per test file (the slowest 20)")
-    for path, seconds in slowest:
-        terminalreporter.write_line(f"{seconds:8.1f}  {path}")
-    if len(_WORKER_LAST) > 1:
-        end = max(_WORKER_LAST.values())
-        idle = ", ".join(f"{w} {end - t:.0f} s" for w, t in sorted(_WORKER_LAST.items()))
-        terminalreporter.write_line(f"workers idle at the end: {idle}")
+# The suite's order (the longest files first, from the last whole-suite run's own record) and its timing report.
+from suite_timing import (  # noqa: E402,F401
+    pytest_collection_modifyitems,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_terminal_summary,
+)

@@ -1,0 +1,26 @@
+"""The suite orders itself from its own record: the longest files first, a new file at the median."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from suite_timing import longest_first, recorded_seconds
+
+
+def test_the_longest_recorded_files_come_first_and_a_new_one_at_the_median() -> None:
+    seconds = {"a.py": 10.0, "b.py": 200.0, "c.py": 50.0}
+    assert longest_first(["a.py", "new.py", "b.py", "c.py"], seconds) == ["b.py", "new.py", "c.py", "a.py"]
+
+
+def test_with_no_record_the_collection_order_stays() -> None:
+    assert longest_first(["z.py", "a.py"], {}) == ["z.py", "a.py"]
+
+
+def test_the_record_is_read_back_and_a_broken_one_counts_as_none(tmp_path: Path) -> None:
+    path = tmp_path / "file_seconds.json"
+    path.write_text(json.dumps({"x.py": 3}))
+    assert recorded_seconds(path) == {"x.py": 3.0}
+    path.write_text("{not json")
+    assert recorded_seconds(path) == {}
+    assert recorded_seconds(tmp_path / "missing.json") == {}
