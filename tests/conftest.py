@@ -74,6 +74,10 @@ def pytest_configure_node(node: Any) -> None:  # xdist: what each worker is told
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):  # the run's controller (or a run without workers)
+        from runtime_wheel import remove_artifacts
+
+        remove_artifacts()
     shared = config.stash.get(_SHARED_KEY, None)
     if shared is not None:
         import shutil

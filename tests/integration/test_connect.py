@@ -72,7 +72,7 @@ CLIENT = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def connect_url(tmp_path_factory: pytest.TempPathFactory):
     python = runtime_python(tmp_path_factory.mktemp("runtime") / "venv")
-    install_into(python, build_wheel(tmp_path_factory.mktemp("wheel")))
+    install_into(python, build_wheel())
     server_dir = tmp_path_factory.mktemp("connect")
     assert module_file(python, server_dir).is_relative_to(python.parent.parent)  # the wheel, not the repo
     url, server = start_connect_server(server_dir, python)

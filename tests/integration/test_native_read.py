@@ -27,6 +27,7 @@ import pytest
 from helpers import create_topic, mixed_backlog, produce, produce_encrypted
 from java_producer import HISTORY, JavaProducer
 from native_path import needs_native_path
+from runtime_wheel import release_artifacts
 from streaming import plan
 
 from pulsar_throttled_source.read_task import PartitionRange
@@ -293,18 +294,17 @@ def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client,
 
 # -- the platform wheels ---------------------------------------------------------------------------
 def test_platform_wheels_are_manylinux_and_the_x86_64_one_reads(broker, admin, pulsar_client, unique, tmp_path, library_at):
-    """native/build_wheels.py cross-compiles both wheels here; auditwheel must accept each as
-    manylinux_2_17 for its architecture, and the x86_64 build (this machine's) must read a topic
-    as the Python path does. The aarch64 build cannot run here: auditwheel checks its ELF."""
+    """native/build_wheels.py cross-compiles both wheels (once per test run: runtime_wheel.release_artifacts);
+    auditwheel must accept each as manylinux_2_17 for its architecture, and the x86_64 build (this machine's)
+    must read a topic as the Python path does. The aarch64 build cannot run here: auditwheel checks its ELF."""
     import zipfile
 
-    root = Path(__file__).resolve().parents[2]
-    done = subprocess.run([sys.executable, str(root / "native" / "build_wheels.py"), "--out", str(tmp_path / "dist")],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr
+    built = release_artifacts()
+    log = str(built["native_log"])
     for arch in ("x86_64", "aarch64"):
-        assert f'consistent with the following platform tag: "manylinux_2_17_{arch}"' in done.stdout, done.stdout
-    (wheel,) = (tmp_path / "dist").glob("*-cp310-abi3-manylinux_2_17_x86_64.whl")
+        assert f'consistent with the following platform tag: "manylinux_2_17_{arch}"' in log, log
+    wheel = built["x86_64"]
+    assert isinstance(wheel, Path)
     with zipfile.ZipFile(wheel) as z:
         (name,) = [n for n in z.namelist() if n.endswith(".abi3.so")]
         z.extract(name, tmp_path / "unpacked")

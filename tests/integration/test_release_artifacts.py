@@ -1,4 +1,4 @@
-"""Issue 42: the release artifacts `make dist` builds, built here once per module the same way (the sdist,
+"""Issue 42: the release artifacts `make dist` builds, built once per test run the same way (the sdist,
 the pure wheel built from it, the native manylinux wheels): each carries LICENSE and NOTICE, the pure wheel
 holds exactly the runtime files (no development tool), the metadata has its classifiers, URLs and license,
 the [native] extra pins the native distribution at the package's version, and twine accepts all of them.
@@ -27,7 +27,7 @@ from helpers import create_topic, produce
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from release_venv import fresh_runtime, wheelhouse
-from runtime_wheel import ROOT, build_dist
+from runtime_wheel import ROOT, release_artifacts
 from trove_classifiers import classifiers as TROVE
 
 import pulsar_throttled_source
@@ -66,15 +66,10 @@ ARCHES = ("x86_64", "aarch64")
 
 
 @pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("dist")
-    sdist, wheel = build_dist(out)
-    built = subprocess.run([sys.executable, str(ROOT / "native" / "build_wheels.py"), "--out", str(out)],
-                           capture_output=True, text=True, timeout=600)
-    assert built.returncode == 0, built.stdout + built.stderr  # auditwheel: manylinux_2_17 for each arch
-    native = {arch: next(out.glob(f"pulsar_throttled_source_native-{VERSION}-cp310-abi3-manylinux_2_17_{arch}.whl"))
-              for arch in ARCHES}
-    return {"sdist": sdist, "wheel": wheel, **native}
+def dist() -> dict[str, Path]:
+    """This run's release artifacts (runtime_wheel.release_artifacts: built once per run as `make dist` does)."""
+    built = release_artifacts()
+    return {name: built[name] for name in ("sdist", "wheel", *ARCHES)}  # type: ignore[misc]
 
 
 def wheel_files(wheel: Path) -> tuple[set[str], dict[str, bytes]]:

@@ -14,7 +14,7 @@ from runtime_wheel import build_wheel, install_into, module_file, runtime_python
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_wheel(tmp_path_factory.mktemp("wheel"))
+    return build_wheel()
 
 
 def test_wheel_leaves_the_runtime_pyspark_alone(wheel):
