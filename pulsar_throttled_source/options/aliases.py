@@ -9,8 +9,11 @@ pulsar.client./pulsar.reader./pulsar.admin. prefixes) are in the option table it
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+from ..protobuf_wire import message_id_fields
 
 KAFKA = "Spark's Kafka source"
 PULSAR_SPARK = "pulsar-spark"
@@ -166,3 +169,26 @@ def explain(message: str, given_as: Mapping[str, Alias]) -> str:
     notes = [f"'{a.ours}' was given as {a.source}'s '{a.name}'" for key, a in given_as.items()
              if a.ours.lower() == key and f"'{a.ours}'" in message]
     return f"{message} ({'; '.join(notes)}.)" if notes else message
+
+
+def foreign_position(value: object, option: str) -> str:
+    """What to write instead of a startingOffsets/endingOffsets position in pulsar-spark's form (a serialized
+    message id as a JSON array of bytes) or Kafka's (offsets by partition number); '' for anything else."""
+    if isinstance(value, list) and value and all(isinstance(b, int) and not isinstance(b, bool) and -128 <= b <= 255 for b in value):
+        fields = message_id_fields(bytes(b & 0xFF for b in value))
+        if fields is not None:
+            ledger, entry, batch = fields
+            ending = option == "endingOffsets"
+            if (ledger, entry) == (-1, -1):
+                return (" That is pulsar-spark's MessageId.earliest, which no end may be." if ending else
+                        " That is pulsar-spark's MessageId.earliest; here write \"earliest\".")
+            if ledger == (1 << 63) - 1:
+                return " That is pulsar-spark's MessageId.latest; here write \"latest\"."
+            written = json.dumps({"ledgerId": ledger, "entryId": entry, **({"batchIndex": batch} if batch >= 0 else {})})
+            what = "the first message not read" if ending else "the first message read"
+            return f" That is pulsar-spark's serialized message id; here write it as {written} ({what})."
+    if isinstance(value, Mapping) and value and all(str(k).lstrip("-").isdigit() for k in value):
+        return (" That looks like Kafka's offsets by partition number: here each partition is named in full (e.g. "
+                "persistent://public/default/orders-partition-0) and its position is a ledger and entry id (a row's "
+                "messageId column holds them).")
+    return ""

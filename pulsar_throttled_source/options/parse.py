@@ -204,7 +204,8 @@ def _start_position(partition: str, value: object,
     try:
         position = EntryPosition.from_json(entry_part, where)
     except ValueError as e:
-        raise ValueError(f"{e}; or {allowed}. A position may add \"batchIndex\": <int> (a message inside a batched entry).") from None
+        raise ValueError(f"{e}; or {allowed}. A position may add \"batchIndex\": <int> (a message inside a batched entry)."
+                         + aliases.foreign_position(value, option)) from None
     if position.entry_id < 0 or position.ledger_id < 0:
         raise ValueError(f"{where}: ledgerId and entryId must be >= 0 (or {allowed}).")
     if batch_index is None:

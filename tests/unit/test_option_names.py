@@ -142,3 +142,32 @@ def test_the_readme_names_table_is_the_generated_one():
     assert readme_table.readme_alias_table(README) == readme_table.render_aliases(), readme_table.__doc__
     for alias in ALIASES:
         assert f"| `{alias.name}` | {alias.source} | `{alias.ours}`" in README
+
+
+@pytest.mark.parametrize("option,value,expected", [
+    ("startingOffsets", [8, 11, 16, 101, 24, 1, 32, 1],
+     "That is pulsar-spark's serialized message id; here write it as {\"ledgerId\": 11, \"entryId\": 101, \"batchIndex\": 1} (the first message read)"),
+    ("endingOffsets", [8, 12, 16, 40],
+     "here write it as {\"ledgerId\": 12, \"entryId\": 40} (the first message not read)"),
+    ("startingOffsets", [8, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 16, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1],
+     "That is pulsar-spark's MessageId.earliest; here write \"earliest\""),
+    ("endingOffsets", [8, -1, -1, -1, -1, -1, -1, -1, -1, 127, 16, -1, -1, -1, -1, -1, -1, -1, -1, 127],
+     "That is pulsar-spark's MessageId.latest; here write \"latest\""),
+    ("startingOffsets", {"0": 23, "1": -1}, "That looks like Kafka's offsets by partition number"),
+], ids=["pulsar-spark-batched", "pulsar-spark-end", "pulsar-spark-earliest", "pulsar-spark-latest", "kafka"])
+def test_a_position_in_kafka_or_pulsar_spark_form_says_what_to_write(option, value, expected):
+    import json
+
+    message = error_of({"topic": "orders", option: json.dumps({"persistent://public/default/orders-partition-0": value})})
+    assert f"Option '{option}' for partition persistent://public/default/orders-partition-0" in message
+    assert expected in message, message
+
+
+def test_the_message_id_fields_are_the_python_clients():
+    import pulsar
+
+    from pulsar_throttled_source.protobuf_wire import message_id_fields
+
+    assert message_id_fields(pulsar.MessageId(3, 12, 40, 2).serialize()) == (12, 40, 2)
+    assert message_id_fields(pulsar.MessageId(-1, 7, 9, -1).serialize()) == (7, 9, -1)
+    assert message_id_fields(b"\x12\x03abc") is None
