@@ -10,6 +10,7 @@ pulsar.client./pulsar.reader./pulsar.admin. prefixes) are in the option table it
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -192,3 +193,17 @@ def foreign_position(value: object, option: str) -> str:
                 "persistent://public/default/orders-partition-0) and its position is a ledger and entry id (a row's "
                 "messageId column holds them).")
     return ""
+
+
+def describe_names() -> str:
+    """Kafka's and pulsar-spark's names as help() shows them (the data source's docstring), from the same table
+    as the README's."""
+    lines = []
+    for a in ALIASES:
+        sets = "".join(f", {k}={v}" for k, v in a.sets)
+        text = f"accepted as {a.ours}{' (inverted)' if a.inverted else ''}{sets}: {a.note}."
+        lines.append(f"  {a.name} ({a.source})\n" + textwrap.fill(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    for r in REFUSED:
+        text = f"refused{f' (nearest here: {r.ours})' if r.ours else ''}: {r.difference}"
+        lines.append(f"  {r.name} ({r.source})\n" + textwrap.fill(text, 100, initial_indent=" " * 6, subsequent_indent=" " * 6))
+    return "\n".join(lines)

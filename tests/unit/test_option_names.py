@@ -171,3 +171,12 @@ def test_the_message_id_fields_are_the_python_clients():
     assert message_id_fields(pulsar.MessageId(3, 12, 40, 2).serialize()) == (12, 40, 2)
     assert message_id_fields(pulsar.MessageId(-1, 7, 9, -1).serialize()) == (7, 9, -1)
     assert message_id_fields(b"\x12\x03abc") is None
+
+
+def test_help_on_the_data_source_shows_kafkas_and_pulsar_sparks_names():
+    import pydoc
+
+    shown = pydoc.render_doc(PulsarThrottledDataSource, renderer=pydoc.plaintext)
+    for name in [a.name for a in ALIASES] + [r.name for r in REFUSED]:
+        assert f"  {name} (" in shown, name
+    assert "accepted as subscription, durableSubscription=true" in shown and "refused (nearest here: maxEntriesPerTrigger): maxOffsetsPerTrigger counts messages" in shown
