@@ -11,6 +11,7 @@ from pyspark.sql.types import StructType  # noqa: E402
 
 from .metadata.service_tls import check_service_certificate  # noqa: E402
 from .options import parse_options  # noqa: E402
+from .options.aliases import describe_names  # noqa: E402
 from .options.query_kinds import check_spark_line  # noqa: E402
 from .options.spec import describe_options  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
@@ -27,6 +28,9 @@ by the quotas below; spark.read.format("pulsar-throttled")...load(): a batch que
 
 Options:
 {describe_options()}
+
+Option names of Spark's Kafka source and of pulsar-spark:
+{describe_names()}
 """
 
     def __init__(self, options: dict[str, str]) -> None:

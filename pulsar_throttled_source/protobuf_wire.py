@@ -99,6 +99,17 @@ def first_chunk_position(serialized_id: bytes) -> tuple[int, int] | None:
     return _ledger_entry(nested) if isinstance(nested, bytes) else None
 
 
+def message_id_fields(serialized_id: bytes) -> tuple[int, int, int] | None:
+    """(ledger id, entry id, batch index or -1) of a serialized MessageIdData, the ids as signed int64 (the Java
+    client's MessageId.earliest is -1:-1); None when the bytes are not one."""
+    found = _ledger_entry(serialized_id)
+    if found is None:
+        return None
+    ledger, entry = (v - (1 << 64) if v >= 1 << 63 else v for v in found)
+    batch = _field(serialized_id, 4)
+    return ledger, entry, batch if isinstance(batch, int) else -1
+
+
 def _field(data: bytes, field_number: int) -> int | bytes | None:
     """The first value of a field (of a one-byte tag) in a serialized message: a varint's number, a
     length-delimited field's bytes; None when absent, or past a wire type not met here (then the

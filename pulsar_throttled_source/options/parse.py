@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from ..positions import EntryPosition, MessagePosition
 from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
-from . import auth, passthrough, values
+from . import aliases, auth, passthrough, values
 from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
+from .names import unknown_options_message
 from .spec import BY_KEY, BY_NAME, PREFIX_OPTIONS
 
 Opts = Mapping[str, str]
@@ -24,9 +25,18 @@ _TOPIC_OPTIONS = ("topic", "topics", "topicsPattern")
 
 
 def parse_options(raw: Mapping[str, str]) -> SourceOptions:
-    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in raw.items()}
-    check_known(opts)
+    lowered = {str(k).lower(): ("" if v is None else str(v)) for k, v in raw.items()}
+    opts, given_as = aliases.resolve(lowered)  # Kafka's and pulsar-spark's names: ours, or refused naming ours
+    check_known(opts, raw)
+    try:
+        return _parsed(opts)
+    except ValueError as e:
+        if given_as:  # an error about an option given by another name says so
+            e.args = (aliases.explain(str(e), given_as), *e.args[1:])
+        raise
 
+
+def _parsed(opts: Opts) -> SourceOptions:
     topics, pattern, namespace = topic_selection(opts)
     subscription = values.name_value(opts, "subscription")
     period = values.number(opts, "ratePeriodInSecond")
@@ -99,11 +109,12 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     )
 
 
-def check_known(opts: Opts) -> None:
-    """Every option is in the table or under a pass-through prefix: a misspelt name fails instead of being ignored."""
+def check_known(opts: Opts, given: Mapping[str, object] | None = None) -> None:
+    """Every option is in the table or under a pass-through prefix: a misspelt name fails instead of being ignored,
+    with the closest names and what they do (names.py); `given` spells the names as the caller did."""
     unknown = [k for k in opts if k not in BY_KEY and not k.startswith(PREFIX_OPTIONS) and k not in _NOT_OPTIONS]
     if unknown:
-        raise ValueError(f"Unknown option(s) {', '.join(repr(k) for k in sorted(unknown))}; see the README's option table for what is allowed.")
+        raise ValueError(unknown_options_message(unknown, given or opts))
 
 
 def topic_selection(opts: Opts) -> tuple[tuple[TopicName, ...], re.Pattern[str] | None, str | None]:
@@ -193,7 +204,8 @@ def _start_position(partition: str, value: object,
     try:
         position = EntryPosition.from_json(entry_part, where)
     except ValueError as e:
-        raise ValueError(f"{e}; or {allowed}. A position may add \"batchIndex\": <int> (a message inside a batched entry).") from None
+        raise ValueError(f"{e}; or {allowed}. A position may add \"batchIndex\": <int> (a message inside a batched entry)."
+                         + aliases.foreign_position(value, option)) from None
     if position.entry_id < 0 or position.ledger_id < 0:
         raise ValueError(f"{where}: ledgerId and entryId must be >= 0 (or {allowed}).")
     if batch_index is None:

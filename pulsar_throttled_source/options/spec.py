@@ -102,7 +102,7 @@ SPECS: tuple[OptionSpec, ...] = (
     _int("maxEntriesPerTrigger", None, 1, "a positive integer (entries)",
          "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
     _int("minEntriesPerTrigger", None, 1, "a positive integer (entries)",
-         "Trigger floor, as Kafka's minOffsetsPerTrigger (PySpark 4.2+): a trigger whose batch would hold fewer entries (summed over all partitions, after quotas and maxEntriesPerTrigger) runs no batch until it would hold this many or maxTriggerDelay has passed; it never lets a batch over a quota."),
+         "Trigger floor in entries, not messages as Kafka's minOffsetsPerTrigger (PySpark 4.2+): a trigger whose batch would hold fewer entries (summed over all partitions, after quotas and maxEntriesPerTrigger) runs no batch until it would hold this many or maxTriggerDelay has passed; it never lets a batch over a quota."),
     OptionSpec("maxTriggerDelay", "duration", "15m",
                "With minEntriesPerTrigger: the longest wait since the last batch (or the query's first trigger) before a batch under the floor runs; milliseconds, or a number and a unit ms, s, m, min, h, d (e.g. 30s).",
                expected="a positive duration: milliseconds (e.g. 30000), or a number and a unit ms, s, m, min, h, d (e.g. 30s, 15m)"),

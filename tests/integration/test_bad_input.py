@@ -68,7 +68,10 @@ CASES: list[tuple[str, dict[str, str | None], str, list[str]]] = [
     ("offsets-malformed-json", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1,'}, "load",
      ["'startingOffsets': not 'earliest', 'latest' or valid JSON", "expected e.g."]),
     ("no-topic", {"topic": None}, "load", ["Exactly one of the options 'topic', 'topics', 'topicsPattern'", "found: none"]),
-    ("unknown-option", {"startingOffset": "earliest"}, "load", ["Unknown option(s) 'startingoffset'", "README's option table"]),
+    ("unknown-option", {"startingOffset": "earliest"}, "load",
+     ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets'"]),
+    ("kafka-option", {"maxOffsetsPerTrigger": "1000"}, "load",
+     ["'maxOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'maxEntriesPerTrigger'"]),
     ("auth-params-unsupported", {"pulsar.client.authParams": "user=me,password=hunter2"}, "load",
      ["'pulsar.client.authParams': expected 'token:<jwt>'", "file:///path/to/token", "(value not shown)"]),
     # Errors that need the broker: the start positions against the topic's partitions, topics and namespaces
@@ -121,6 +124,16 @@ def test_bad_input_fails_fast_and_clearly(spark, broker, topic, closed_port, uni
     assert where == stage, f"expected the error at {stage}, got it at {where}:\n{message[:2000]}"
     assert SECRET not in message
     assert elapsed < (LOAD_BOUND_S if stage == "load" else START_BOUND_S), f"took {elapsed:.1f} s"
+
+
+def test_kafka_names_read_end_to_end(spark, broker, topic, tmp_path):
+    """Kafka's `subscribe` and `startingTimestamp` stand for topics and startingTime through spark.readStream:
+    the stream reads exactly the 20 messages sent."""
+    opts = source_options(broker, None, subscribe=topic, startingTimestamp="0", quotaStatePath=str(tmp_path / "quota.sqlite"))
+    sink = Collected()
+    q = start_collecting(spark, opts, sink, tmp_path / "cp", availableNow=True)
+    assert q.awaitTermination(120) and q.exception() is None
+    assert sorted(bytes(r.value).decode() for r in sink.rows) == sorted(f"m-{i}" for i in range(20))
 
 
 # ---------------------------------------------------------------------------------------

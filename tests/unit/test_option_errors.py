@@ -87,7 +87,12 @@ CASES: list[tuple[str, dict[str, str | None], list[str]]] = [
     ("admin-url-no-scheme", {"admin.url": "localhost:8080"}, ["'admin.url': 'localhost:8080' is not a valid URL", "http://host:port"]),
     ("admin-url-bad-port", {"admin.url": "http://127.0.0.1:99999"}, ["'admin.url'", "is not a valid URL"]),
     # option names and pass-through settings
-    ("unknown-option", {"startingOffset": "earliest"}, ["Unknown option(s) 'startingoffset'", "README's option table"]),
+    ("unknown-option", {"startingOffset": "earliest"},
+     ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets' (earliest, latest"]),
+    ("kafka-option", {"maxOffsetsPerTrigger": "1000"},
+     ["'maxOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'maxEntriesPerTrigger'"]),
+    ("alias-and-ours", {"predefinedSubscription": "a", "subscription": "b"},
+     ["Options 'predefinedSubscription' and 'subscription' are both given"]),
     ("unknown-client-setting", {"pulsar.client.noSuchThing": "1"},
      ["'pulsar.client.nosuchthing' is not a setting of pulsar-client", "allowed: ", "pulsar.client.operationtimeoutseconds"]),
     ("client-setting-bad-type", {"pulsar.client.operationTimeoutSeconds": "soon"}, ["'pulsar.client.operationtimeoutseconds': 'soon' is not an integer"]),

@@ -118,7 +118,7 @@ BAD = [
     ({"relativeToPublishRate": "1"}, "'relativeToPublishRate'"),
     ({"maxEntriesPerTrigger": "0"}, "'maxEntriesPerTrigger'"),
     ({"subscription": "bad name!"}, "'subscription'"),
-    ({"startingOffset": "earliest"}, "Unknown option(s) 'startingoffset'"),
+    ({"startingOffset": "earliest"}, "- 'startingoffset': did you mean 'startingOffsets'"),
     ({"pulsar.client.noSuchThing": "1"}, "'pulsar.client.nosuchthing' is not a setting of pulsar-client"),
     ({"pulsar.reader.receiverQueueSize": "big"}, "'pulsar.reader.receiverqueuesize': 'big' is not an integer"),
     ({"pulsar.client.authParams": "password=hunter2"}, "'pulsar.client.authParams': expected 'token:<jwt>'"),
@@ -223,13 +223,16 @@ def test_admin_settings_read_under_every_accepted_spelling():
 
 
 def test_readme_table_generator_rewrites_only_the_table(tmp_path):
-    stale = ("# T\n\n## Options\n\nIntro.\n\n" + readme_table.HEADER + "| `old` | (none) | Gone. |\n\nAfter.\n\n## Next\n\nText.\n")
+    old_names = readme_table.ALIAS_HEADER + "| `old` | Kafka | (none) | refused: gone. |\n"
+    stale = ("# T\n\n## Options\n\nIntro.\n\n" + readme_table.HEADER + "| `old` | (none) | Gone. |\n\nAfter.\n\n"
+             "### Names\n\n" + old_names + "\nMore.\n\n## Next\n\nText.\n")
     readme = tmp_path / "README.md"
     readme.write_text(stale)
     assert readme_table.main(["--check", "--readme", str(readme)]) == 1
     assert readme_table.main(["--write", "--readme", str(readme)]) == 0
     text = readme.read_text()
-    assert text == stale.replace(readme_table.HEADER + "| `old` | (none) | Gone. |\n", readme_table.render())
+    assert text == stale.replace(readme_table.HEADER + "| `old` | (none) | Gone. |\n", readme_table.render()).replace(
+        old_names, readme_table.render_aliases())
     assert readme_table.main(["--check", "--readme", str(readme)]) == 0
     rows = readme_table.render().splitlines()[2:]
     assert len(rows) == len(SPECS) and rows[0].startswith("| `service.url` | `pulsar://localhost:6650` |")
