@@ -46,7 +46,7 @@ RUNTIME_FILES = {
                                         "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py policies.py "
                                         "broker_metrics.py publish_times.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
-    "pulsar_throttled_source/options": "__init__.py auth.py model.py parse.py passthrough.py query_kinds.py spec.py values.py",
+    "pulsar_throttled_source/options": "__init__.py aliases.py auth.py model.py names.py parse.py passthrough.py query_kinds.py spec.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "read_limit.py "
                                         "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
