@@ -6,13 +6,13 @@ STAMP := $(VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
-.PHONY: demo test lint unit bench clean install native wheels dist
+.PHONY: demo test lint unit bench clean install native wheels dist docs
 
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native/src/*.c native/src/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
-	$(PY) -m pip install -q -e '.[spark,test,bench,plots]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[spark,test,bench,plots,docs]' --config-settings editable_mode=compat
 	# The native read path (readPath=auto uses it), built here with the C compiler (gcc); optional for users.
 	# Without a working C compiler: one NOTICE, and everything runs on the Python path (tools/native_build.py).
 	$(PY) -m tools.native_build
@@ -68,6 +68,13 @@ dist: $(STAMP)
 	@ls -l dist
 
 wheels: dist
+
+# The documentation site (mkdocs.yml, docs/) into site/ (git-ignored): its generated tables checked against the
+# option specs, then MkDocs with --strict, so a broken link or #anchor between pages fails. `make test` runs the
+# same build (tests/unit/test_docs_site.py). NO_MKDOCS_2_WARNING: Material's banner about MkDocs 2.0, not ours.
+docs: $(STAMP)
+	$(PY) -m tools.readme_table --check
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q

@@ -1,12 +1,16 @@
-"""A development tool, NOT used by queries and not in the wheel: the README's option table, generated
-from the spec table (pulsar_throttled_source/options/spec.py), and its table of Kafka's and pulsar-spark's
-option names (options/aliases.py), so that neither is edited by hand. It
-works in a source checkout (it edits the README.md at the repository root), run from that root;
-tests/integration/test_readme_options.py checks the README against it.
+"""A development tool, NOT used by queries and not in the wheel: the documentation's generated tables, so that
+neither is edited by hand.
 
-    python -m tools.readme_table            # print the table
-    python -m tools.readme_table --write    # replace the table in README.md
-    python -m tools.readme_table --check    # exit 1 when README.md differs
+- The option reference (docs/reference/options.md), from the spec table (pulsar_throttled_source/options/spec.py):
+  one table per purpose (GROUPS below), with a Required column, per-partition quotas called out.
+- Kafka's and pulsar-spark's option names (docs/guides/migrating.md), from options/aliases.py.
+
+Each table sits between a pair of markers (BEGIN/END below) in its page; run from a source checkout's root.
+tests/integration/test_readme_options.py and tests/unit/test_option_names.py check the pages against it.
+
+    python -m tools.readme_table            # print the tables
+    python -m tools.readme_table --write    # replace the tables in the pages
+    python -m tools.readme_table --check    # exit 1 when a page differs
 """
 
 from __future__ import annotations
@@ -17,29 +21,100 @@ import sys
 from pathlib import Path
 
 from pulsar_throttled_source.options.aliases import ALIASES, REFUSED
-from pulsar_throttled_source.options.spec import SPECS
+from pulsar_throttled_source.options.spec import SPECS, OptionSpec
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-HEADER = "| Option | Default | Meaning |\n|---|---|---|\n"
-# The table inside the README's "## Options" section: its header and every row after it.
-_TABLE = re.compile(r"(^## Options\n(?:(?!^## ).*\n)*?)(" + re.escape(HEADER) + r"(?:\|.*\|\n)*)", re.M)
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+OPTIONS_PAGE = "reference/options.md"
+NAMES_PAGE = "guides/migrating.md"
+
+# Every option in exactly one group, in the order the reference shows them: a new option fails render() until
+# it is placed here (tests/unit/test_options.py).
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Where to read", ("service.url", "admin.url", "topic", "topics", "topicsPattern")),
+    ("Where to start and stop", ("startingOffsets", "endingOffsets", "startingTime", "endingTime", "failOnDataLoss")),
+    ("Subscription", ("subscription", "durableSubscription")),
+    ("Quotas", ("dispatchThrottlingRateInMsg", "dispatchThrottlingRateInByte", "dispatchThrottlingRatePerTopicInMsg",
+                "dispatchThrottlingRatePerTopicInByte", "dispatchThrottlingRatePerSubscriptionInMsg",
+                "dispatchThrottlingRatePerSubscriptionInByte", "ratePeriodInSecond", "throttlingMode",
+                "preciseDispatcherFlowControl", "dispatchThrottlingOnBatchMessageEnabled", "relativeToPublishRate",
+                "dispatchThrottlingOnNonBacklogConsumerEnabled", "nonBacklogThresholdEntries", "quotaSource",
+                "policyRefreshIntervalMs")),
+    ("Micro-batch size and triggers", ("maxEntriesPerTrigger", "minEntriesPerTrigger", "maxTriggerDelay")),
+    ("Sharing quotas between queries", ("quotaStatePath", "quotaStore")),
+    ("Adaptive throttling (experimental)", ("adaptiveThrottling", "adaptiveThrottlingMinPercent",
+                                            "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
+                                            "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval",
+                                            "adaptiveThrottlingMetricsUrl", "adaptiveThrottlingSlowStart",
+                                            "adaptiveThrottlingPublishLatencyPercent")),
+    ("Read tasks", ("readPath", "maxEntriesPerTask", "smallBatchTasks", "maxTasksPerTrigger", "maxRowsPerArrowBatch",
+                    "pollTimeoutMs", "incompleteChunkWaitMs")),
+    ("Schemas and encryption", ("decodeSchema", "decodeErrorMode", "encryption.privateKeyPath", "encryption.publicKeyPath",
+                                "cryptoFailureAction")),
+    ("Admin API and metadata", ("adminTimeoutMs", "adminRetryTimeoutMs", "metadataRefreshIntervalMs")),
+    ("Monitoring", ("progressPerPartition",)),
+    ("Pulsar client settings", ("pulsar.client.*", "pulsar.reader.*", "pulsar.admin.*")),
+)
+
+HEADER = "| Option | Default | Required | Meaning |\n|---|---|---|---|\n"
 ALIAS_HEADER = "| Their option | From | Here | What carries over, or the difference |\n|---|---|---|---|\n"
-_ALIAS_TABLE = re.compile(r"(^## Options\n(?:(?!^## ).*\n)*?)(" + re.escape(ALIAS_HEADER) + r"(?:\|.*\|\n)*)", re.M)
+PER_PARTITION = "**Per partition.** "  # what the quota's name hides: each partition has its own bucket
+ONE_OF_THE_TOPIC_OPTIONS = "one of `topic`, `topics`, `topicsPattern`"
+
+
+def _markers(name: str) -> tuple[str, str]:
+    return (f"<!-- BEGIN {name}: generated by python -m tools.readme_table --write; edit the source, not this table -->\n",
+            f"<!-- END {name} -->\n")
+
+
+OPTIONS_MARKERS = _markers("options table, from pulsar_throttled_source/options/spec.py")
+NAMES_MARKERS = _markers("names table, from pulsar_throttled_source/options/aliases.py")
+
+
+def per_partition(spec: OptionSpec) -> bool:
+    """Topic and subscription quotas: one bucket per partition, as in Pulsar (a topic quota of 10 on 4 partitions: 40)."""
+    return "PerTopicIn" in spec.name or "PerSubscriptionIn" in spec.name
+
+
+def required(spec: OptionSpec) -> str:
+    if spec.kind in ("topic", "topics", "pattern"):
+        return ONE_OF_THE_TOPIC_OPTIONS
+    return "yes" if spec.kind == "url" and spec.default is None else "no"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "&#124;")
+
+
+def grouped() -> list[tuple[str, list[OptionSpec]]]:
+    """GROUPS with their specs; fails naming any option that is in no group, or in one twice, or not an option."""
+    by_name = {spec.name: spec for spec in SPECS}
+    placed = [name for _, names in GROUPS for name in names]
+    unknown = sorted(set(placed) - set(by_name))
+    missing = [name for name in by_name if name not in placed]
+    twice = sorted({name for name in placed if placed.count(name) > 1})
+    if unknown or missing or twice:
+        raise ValueError(f"tools/readme_table.py GROUPS is out of date: options in no group {missing}, "
+                         f"not options {unknown}, in two groups {twice}")
+    return [(title, [by_name[name] for name in names]) for title, names in GROUPS]
 
 
 def render() -> str:
-    """The markdown table, one row per spec; '|' inside a meaning is escaped so the row keeps three cells."""
-    rows = []
-    for spec in SPECS:
-        shown = f"`{spec.readme_default}`" if spec.readme_default else "(none)"
-        rows.append(f"| `{spec.name}` | {shown} | {spec.meaning.replace('|', '&#124;')} |\n")
-    return HEADER + "".join(rows)
+    """The option reference: a heading and a table per group, one row per spec ('|' inside a cell escaped)."""
+    parts = []
+    for title, specs in grouped():
+        rows = []
+        for spec in specs:
+            shown = f"`{spec.readme_default}`" if spec.readme_default else "(none)"
+            meaning = (PER_PARTITION if per_partition(spec) else "") + spec.meaning
+            rows.append(f"| `{spec.name}` | {_cell(shown)} | {required(spec)} | {_cell(meaning)} |\n")
+        parts.append(f"## {title}\n\n" + HEADER + "".join(rows))
+    return "\n".join(parts)
 
 
 def render_aliases() -> str:
     """The Kafka and pulsar-spark names: accepted ones (and what carries over), then refused ones (and why)."""
     def row(*cells: str) -> str:
-        return "| " + " | ".join(c.replace("|", "&#124;") for c in cells) + " |\n"
+        return "| " + " | ".join(_cell(c) for c in cells) + " |\n"
 
     rows = [row(f"`{a.name}`", a.source, f"`{a.ours}`" + (" (inverted)" if a.inverted else "")
                 + "".join(f", `{k}={v}`" for k, v in a.sets), f"accepted: {a.note}") for a in ALIASES]
@@ -47,43 +122,51 @@ def render_aliases() -> str:
     return ALIAS_HEADER + "".join(rows)
 
 
-def readme_table(readme: str) -> str:
-    """The option table as it stands in the README text."""
-    match = _TABLE.search(readme)
+def _between(text: str, markers: tuple[str, str], page: str) -> re.Match[str]:
+    match = re.search(re.escape(markers[0]) + r"(.*?)" + re.escape(markers[1]), text, re.S)
     if not match:
-        raise ValueError("README has no option table under '## Options'")
-    return match.group(2)
+        raise ValueError(f"{page} has no generated table between {markers[0].strip()} and {markers[1].strip()}")
+    return match
 
 
-def readme_alias_table(readme: str) -> str:
-    """The Kafka and pulsar-spark names' table as it stands in the README text."""
-    match = _ALIAS_TABLE.search(readme)
-    if not match:
-        raise ValueError("README has no table of Kafka's and pulsar-spark's names under '## Options'")
-    return match.group(2)
+def page_table(text: str) -> str:
+    """The option reference as it stands in the page's text."""
+    return _between(text, OPTIONS_MARKERS, OPTIONS_PAGE).group(1)
 
 
-def rewrite(readme: str) -> str:
-    """The README text with its option table replaced by render(), and its names table by render_aliases()."""
-    readme_table(readme)  # fails when there is no table to replace
-    readme_alias_table(readme)
-    text = _TABLE.sub(lambda m: m.group(1) + render(), readme, count=1)
-    return _ALIAS_TABLE.sub(lambda m: m.group(1) + render_aliases(), text, count=1)
+def page_alias_table(text: str) -> str:
+    """The Kafka and pulsar-spark names' table as it stands in the page's text."""
+    return _between(text, NAMES_MARKERS, NAMES_PAGE).group(1)
+
+
+def _replaced(text: str, markers: tuple[str, str], page: str, table: str) -> str:
+    match = _between(text, markers, page)
+    return text[:match.start(1)] + table + text[match.end(1):]
+
+
+def rewrite_options(text: str) -> str:
+    return _replaced(text, OPTIONS_MARKERS, OPTIONS_PAGE, render())
+
+
+def rewrite_names(text: str) -> str:
+    return _replaced(text, NAMES_MARKERS, NAMES_PAGE, render_aliases())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--write", action="store_true", help="replace the table in the README")
-    action.add_argument("--check", action="store_true", help="exit 1 when the README's table differs")
-    parser.add_argument("--readme", type=Path, default=README)
+    action.add_argument("--write", action="store_true", help="replace the tables in the pages")
+    action.add_argument("--check", action="store_true", help="exit 1 when a page's table differs")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="the docs folder (default: the checkout's)")
     args = parser.parse_args(argv)
+    pages = ((args.docs / OPTIONS_PAGE, rewrite_options), (args.docs / NAMES_PAGE, rewrite_names))
     if args.write:
-        args.readme.write_text(rewrite(args.readme.read_text()))
+        for path, rewrite in pages:
+            path.write_text(rewrite(path.read_text()))
     elif args.check:
-        text = args.readme.read_text()
-        if readme_table(text) != render() or readme_alias_table(text) != render_aliases():
-            print(f"{args.readme}: the option table is out of date; run python -m tools.readme_table --write",
+        stale = [str(path) for path, rewrite in pages if rewrite(path.read_text()) != path.read_text()]
+        if stale:
+            print(f"{', '.join(stale)}: a generated table is out of date; run python -m tools.readme_table --write",
                   file=sys.stderr)
             return 1
     else:

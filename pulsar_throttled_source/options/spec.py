@@ -1,7 +1,7 @@
 """The one table of options: name, kind, default, bounds, allowed values, meaning.
 
 The parser reads defaults, bounds and allowed values from here (values.py reads one option by
-its spec), and the README's option table is generated from it (tools/readme_table.py), so a default
+its spec), and the documentation's option reference is generated from it (tools/readme_table.py), so a default
 or a meaning is written once. Rules that involve several options live in parse.py.
 """
 
@@ -29,7 +29,7 @@ class OptionSpec:
     name: str  # as documented; Spark hands it over lowercased
     kind: Kind
     default: str | int | bool | None  # the value when unset (None: no value, or decided by a rule)
-    meaning: str  # the README's "Meaning" cell
+    meaning: str  # the option reference's "Meaning" cell (docs/reference/options.md)
     minimum: int | None = None  # int, quota: the smallest allowed value (a quota's -1 aside)
     maximum: int | None = None  # int: the largest allowed value (a percentage's 100)
     expected: str = ""  # what an allowed value is, as error messages put it
@@ -73,7 +73,7 @@ def _choice(name: str, default: str, allowed: tuple[str, ...], meaning: str) -> 
     return OptionSpec(name, "choice", default, meaning, allowed=allowed)
 
 
-# In README order.
+# In the order help() lists them (the option reference groups them by purpose: tools/readme_table.py).
 SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("service.url", "url", "pulsar://localhost:6650", "Pulsar service URL the executors read from.", allowed=("pulsar", "pulsar+ssl")),
     OptionSpec("admin.url", "url", "http://localhost:8080", "Pulsar admin (HTTP) URL used for planning: partitions, ledgers, stats, policies.",
@@ -111,9 +111,9 @@ SPECS: tuple[OptionSpec, ...] = (
     _int("maxEntriesPerTask", 0, 0, "a non-negative integer (entries; 0 = no split)",
          "Split a partition's range into tasks of at most this many entries (0: one task per partition)."),
     _int("smallBatchTasks", 2, 0, "a non-negative integer (tasks; 0 = one task per partition)",
-         "Streams: a micro-batch of more partitions than this that reads at most 4 MiB per task runs as this many tasks, each reading several partitions' ranges in turn, so its per-task fixed costs (Spark's Python runner, ~120 ms a task) are paid once per core, not once per partition. Set it to the cores the query's executors have (the source cannot ask Spark for them). The default 2 is measured on 2 cores: a 2.6k-row batch on 4 partitions ran in one wave of tasks instead of two, 446 ms from trigger to commit instead of 618 (bench/README.md, batch_timeline.py). Larger batches keep one task per partition unless maxTasksPerTrigger is set; batch queries always do; 0: always one task per partition."),
+         "Streams: a micro-batch of more partitions than this that reads at most 4 MiB per task runs as this many tasks, each reading several partitions' ranges in turn, so its per-task fixed costs (Spark's Python runner, ~120 ms a task) are paid once per core, not once per partition. Set it to the cores the query's executors have (the source cannot ask Spark for them). The default 2 suits 2 cores: a small batch on 4 partitions then runs in one wave of tasks instead of two, taking about 30 % less time from trigger to commit (bench/batch_timeline.py). Larger batches keep one task per partition unless maxTasksPerTrigger is set; batch queries always do; 0: always one task per partition."),
     _int("maxTasksPerTrigger", 0, 0, "a non-negative integer (tasks; 0 = no limit)",
-         "Streams: at most this many Spark tasks per micro-batch, whatever its size; a batch of more partitions (or maxEntriesPerTask pieces) runs as this many tasks, each reading several ranges in turn, balanced by their bytes. Set it to the cores the query's executors have when the partitions outnumber them: each batch then runs in one wave of tasks and pays the per-task fixed costs once per core. Measured on 2 cores, 4 partitions, micro-batches of ~480k rows: 1.14x the micro-batched rate of one task per partition (bench/README.md, jvm_connector.py; 1.13-1.30x in batch_timeline.py). On more cores than this it reads with fewer tasks than it could: 0 (the default) keeps one task per partition."),
+         "Streams: at most this many Spark tasks per micro-batch, whatever its size; a batch of more partitions (or maxEntriesPerTask pieces) runs as this many tasks, each reading several ranges in turn, balanced by their bytes. Set it to the cores the query's executors have when the partitions outnumber them: each batch then runs in one wave of tasks and pays the per-task fixed costs once per core. On 2 cores and 4 partitions, large micro-batches read about 1.1-1.3x faster than with one task per partition (bench/jvm_connector.py, bench/batch_timeline.py). On more cores than this it reads with fewer tasks than it could: 0 (the default) keeps one task per partition."),
     _quota("dispatchThrottlingRateInMsg", "Source-wide message quota per period, shared by all partitions of the query (-1: none)."),
     _quota("dispatchThrottlingRateInByte", "Source-wide byte quota per period (-1: none)."),
     _quota("dispatchThrottlingRatePerTopicInMsg", "Per-partition topic quota in messages per period, shared by every query with the same quota store: this user's queries on this host (quotaStatePath), or queries on any host naming the same quotaStore (-1: none)."),
@@ -134,7 +134,7 @@ SPECS: tuple[OptionSpec, ...] = (
             "options, broker (the broker's applied dispatch-rate policies) or both (ANDed)."),
     _int("policyRefreshIntervalMs", 30_000, 1, f"a positive integer ({MS})", "How often broker policies are re-read with quotaSource=broker|both, and the publish counters (messages per entry) where no quota needs them live."),
     _bool("adaptiveThrottling", False,
-          "Experimental (issue 40): the quotas become ceilings and the source admits m x each of them, m moved in "
+          "Experimental: the quotas become ceilings and the source admits m x each of them, m moved in "
           "[adaptiveThrottlingMinPercent %, 100 %] by a congestion controller once per adaptiveThrottlingWindow, shared "
           "through the quota store by every query naming the same admin.url (docs/THROTTLING.md, \"Adaptive throttling\"). "
           "Needs a quota to scale. Signals: entry lookup latency, pending adds, other subscriptions throttled, batch "

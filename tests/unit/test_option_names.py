@@ -18,7 +18,7 @@ from pulsar_throttled_source.options.aliases import ALIASES, REFUSED
 from pulsar_throttled_source.options.names import suggestions
 from tools import readme_table
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+NAMES_PAGE = (Path(__file__).resolve().parents[2] / "docs" / readme_table.NAMES_PAGE).read_text()
 BASE = {"service.url": "pulsar://127.0.0.1:6650", "admin.url": "http://127.0.0.1:8080", "quotaStatePath": "/tmp/unused.sqlite"}
 
 
@@ -138,10 +138,13 @@ def test_a_misspelt_refused_name_gets_its_refusal():
     assert "counts messages; maxEntriesPerTrigger counts entries" in message
 
 
-def test_the_readme_names_table_is_the_generated_one():
-    assert readme_table.readme_alias_table(README) == readme_table.render_aliases(), readme_table.__doc__
+def test_the_docs_names_table_is_the_generated_one():
+    """docs/guides/migrating.md (Coming from Spark's Kafka source or pulsar-spark) holds the generated table."""
+    assert readme_table.page_alias_table(NAMES_PAGE) == readme_table.render_aliases(), readme_table.__doc__
     for alias in ALIASES:
-        assert f"| `{alias.name}` | {alias.source} | `{alias.ours}`" in README
+        assert f"| `{alias.name}` | {alias.source} | `{alias.ours}`" in NAMES_PAGE
+    for refused in REFUSED:
+        assert f"| `{refused.name}` | {refused.source} |" in NAMES_PAGE
 
 
 @pytest.mark.parametrize("option,value,expected", [

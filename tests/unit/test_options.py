@@ -222,21 +222,38 @@ def test_admin_settings_read_under_every_accepted_spelling():
         parse(**{"pulsar.admin.tlsAllowInsecureConnection": "perhaps"})
 
 
-def test_readme_table_generator_rewrites_only_the_table(tmp_path):
-    old_names = readme_table.ALIAS_HEADER + "| `old` | Kafka | (none) | refused: gone. |\n"
-    stale = ("# T\n\n## Options\n\nIntro.\n\n" + readme_table.HEADER + "| `old` | (none) | Gone. |\n\nAfter.\n\n"
-             "### Names\n\n" + old_names + "\nMore.\n\n## Next\n\nText.\n")
-    readme = tmp_path / "README.md"
-    readme.write_text(stale)
-    assert readme_table.main(["--check", "--readme", str(readme)]) == 1
-    assert readme_table.main(["--write", "--readme", str(readme)]) == 0
-    text = readme.read_text()
-    assert text == stale.replace(readme_table.HEADER + "| `old` | (none) | Gone. |\n", readme_table.render()).replace(
-        old_names, readme_table.render_aliases())
-    assert readme_table.main(["--check", "--readme", str(readme)]) == 0
-    rows = readme_table.render().splitlines()[2:]
-    assert len(rows) == len(SPECS) and rows[0].startswith("| `service.url` | `pulsar://localhost:6650` |")
-    assert "&#124;" in readme_table.render() and all(row.count(" | ") == 2 for row in rows)
+def test_docs_table_generator_rewrites_only_the_tables(tmp_path):
+    """tools/readme_table.py replaces what is between each page's markers, and nothing else."""
+    options_begin, options_end = readme_table.OPTIONS_MARKERS
+    names_begin, names_end = readme_table.NAMES_MARKERS
+    stale_options = "# Options\n\nIntro.\n\n" + options_begin + "| `old` | (none) | no | Gone. |\n" + options_end + "\nAfter.\n"
+    stale_names = "# Names\n\n" + names_begin + readme_table.ALIAS_HEADER + "| `old` | Kafka | (none) | refused: gone. |\n" + names_end + "More.\n"
+    (tmp_path / "reference").mkdir()
+    (tmp_path / "guides").mkdir()
+    options_page, names_page = tmp_path / readme_table.OPTIONS_PAGE, tmp_path / readme_table.NAMES_PAGE
+    options_page.write_text(stale_options)
+    names_page.write_text(stale_names)
+    assert readme_table.main(["--check", "--docs", str(tmp_path)]) == 1
+    assert readme_table.main(["--write", "--docs", str(tmp_path)]) == 0
+    assert options_page.read_text() == ("# Options\n\nIntro.\n\n" + options_begin + readme_table.render() + options_end + "\nAfter.\n")
+    assert names_page.read_text() == "# Names\n\n" + names_begin + readme_table.render_aliases() + names_end + "More.\n"
+    assert readme_table.main(["--check", "--docs", str(tmp_path)]) == 0
+    rows = [line for line in readme_table.render().splitlines() if line.startswith("| `")]
+    assert len(rows) == len(SPECS) and {row.split(" | ")[0][3:-1] for row in rows} == {spec.name for spec in SPECS}
+    assert rows[0].startswith("| `service.url` | `pulsar://localhost:6650` | no |")
+    assert "&#124;" in readme_table.render() and all(row.count(" | ") == 3 for row in rows)
+    options_page.write_text("# Options, with the markers gone\n")
+    with pytest.raises(ValueError, match="reference/options.md has no generated table between"):
+        readme_table.main(["--check", "--docs", str(tmp_path)])
+
+
+def test_every_option_is_in_exactly_one_group_of_the_reference(monkeypatch):
+    """A new option fails the generator, naming it, until it is placed in a group."""
+    assert sum(len(specs) for _, specs in readme_table.grouped()) == len(SPECS)
+    new = SPECS[0].__class__("brandNewOption", "int", 1, "New.")
+    monkeypatch.setattr(readme_table, "SPECS", (*SPECS, new))
+    with pytest.raises(ValueError, match=r"options in no group \['brandNewOption'\]"):
+        readme_table.render()
 
 
 def test_one_mapping_from_the_options_to_a_read_task_and_its_admin_sessions():
@@ -286,7 +303,7 @@ def test_a_position_inside_an_entry_names_its_batch_index():
 
 
 def test_help_on_the_data_source_shows_every_option_and_its_default():
-    """The data source's docstring is generated from the spec table, as the README's option table is."""
+    """The data source's docstring is generated from the spec table, as the documentation's option reference is."""
     import pydoc
 
     from pulsar_throttled_source import PulsarThrottledDataSource
