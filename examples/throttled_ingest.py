@@ -12,7 +12,7 @@ control) a processing-time trigger stopped when its progress says nothing is lef
 (pulsar_throttled_source.catch_up). The checkpoint holds the query's progress: run the same
 command again and it continues where it stopped, writing each message once (Spark's file sink commits every micro-batch
 atomically through its _spark_metadata log). Any source option that has no flag here can
-be passed as --option NAME=VALUE; the README lists them all.
+be passed as --option NAME=VALUE; docs/reference/options.md lists them all.
 """
 
 from __future__ import annotations

@@ -115,6 +115,14 @@ def test_roll_forward_pays_back_one_quota_per_window_and_loses_unused_quota() ->
     assert roll_forward(spec(msgs=10), BucketState(1000, 0.0, 5e9), 1001.0, None).used_bytes == 0
 
 
+def test_a_plan_30_windows_after_the_last_admits_one_windows_quota() -> None:
+    """What docs/concepts/quotas.md ("Match the window to the trigger") tells users: windows between two triggers are
+    not saved up, so a 30 s trigger with a 1 s window reads one second's quota per trigger; a 30 s window reads 30x."""
+    spent = BucketState(1000, 10.0, 0.0)  # the last plan used its whole window
+    assert roll_forward(spec(msgs=10), spent, 1030.0, None).remaining()[0] == 10.0
+    assert roll_forward(spec(msgs=300, period_s=30), BucketState(33, 300.0, 0.0), 1020.0, None).remaining()[0] == 300.0
+
+
 def test_roll_forward_keeps_a_newer_window_from_a_clock_ahead() -> None:
     bucket = roll_forward(spec(), BucketState(1001, 10.0, 0.0), 1000.5, None)
     assert (bucket.window, bucket.used_msgs) == (1001, 10.0)
