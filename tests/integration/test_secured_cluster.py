@@ -247,7 +247,7 @@ def test_tokens_that_expire_while_throttled_queries_read_are_fetched_again(spark
 
 
 def test_consume_on_the_namespace_reads_a_pattern_and_consume_on_one_topic_reads_that_topic(spark, sb, topic, tmp_path):
-    """What the README's least-privilege table says a consume-only role can do, it does: topicsPattern (the
+    """What the least-privilege table of docs/guides/secured-clusters.md says a consume-only role can do, it does: topicsPattern (the
     namespace's topic list) with consume on the namespace; a non-partitioned topic with consume on it alone
     (its existence is asked of the topic, not of the namespace's list)."""
     name, sent = topic

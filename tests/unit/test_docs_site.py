@@ -21,9 +21,9 @@ from pulsar_throttled_source.options.spec import PREFIX_OPTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-# Pages for contributors, not users: the design notes may name modules, benchmarks and their history.
-CONTRIBUTOR_PAGES = {"DEVELOPMENT.md", "PROCESSES.md", "THROTTLING.md"}
-USER_PAGES = sorted(p for p in DOCS.rglob("*.md") if p.name not in CONTRIBUTOR_PAGES)
+# Every page of the site (mkdocs.yml's exclude_docs keeps the contributors' DEVELOPMENT.md out of it).
+NOT_ON_THE_SITE = {"DEVELOPMENT.md"}
+USER_PAGES = sorted(p for p in DOCS.rglob("*.md") if p.name not in NOT_ON_THE_SITE)
 
 
 def build(config_dir: Path, site: Path) -> subprocess.CompletedProcess[str]:
