@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.options import OPTIONS
+from pulsar_throttled_source.options import OPTIONS, parse_options
 from pulsar_throttled_source.options.aliases import ALIASES
 from pulsar_throttled_source.options.spec import PREFIX_OPTIONS
 
@@ -110,3 +110,29 @@ def test_the_python_api_page_shows_each_functions_signature():
                 star_shown = True
             parts.append(_shown(parameter))
         assert call == f"{name}({', '.join(parts)})", f"docs/reference/python-api.md shows {call}; the code has {name}{inspect.signature(function)}"
+
+
+def _literal_queries(text: str) -> list[dict[str, str]]:
+    """The literal options of each query an example defines: from format("pulsar-throttled") to its .load()."""
+    queries = []
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        for query in block.split('format("pulsar-throttled")')[1:]:
+            pairs = re.findall(r'\.option\("([^"]+)",\s*"([^"]*)"\)', query.split(".load()")[0])
+            queries.append({name: value for name, value in pairs if name not in SINK_OPTIONS})
+    return queries
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", *USER_PAGES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_example_query_parses(page):
+    """Each example's literal options are valid together (values, bounds, cross-option rules), as load() parses them."""
+    for options in _literal_queries(page.read_text()):
+        if not {"topic", "topics", "topicsPattern"} & set(options):
+            options["topic"] = "orders"  # an example that elides its topic
+        parse_options(options)
+
+
+def test_the_example_queries_are_found():
+    """The parse test above sees the quickstarts' queries (a change of their form must not make it check nothing)."""
+    found = {page.name: len(_literal_queries(page.read_text())) for page in [ROOT / "README.md", *USER_PAGES]}
+    assert all(found[name] >= 1 for name in ("README.md", "local.md", "databricks.md", "serverless.md")), found
+    assert sum(found.values()) >= 10, found
