@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 FILE_SECONDS_PATH = Path(__file__).parent / "file_seconds.json"
-# A run of at least this many files is a whole-suite run: its per-file seconds replace the recorded ones (a
-# run of a file or two, or one narrowed with -k or -m, would record partial times).
+# A run on xdist workers (make test's) of at least this many files is a whole-suite run: its per-file seconds
+# replace the recorded ones (a run of a file or two, `make unit`, or one narrowed with -k or -m would not).
 WHOLE_SUITE_FILES = 30
 
 _FILE_SECONDS: dict[str, float] = {}
@@ -66,8 +66,10 @@ def _narrowed(config: pytest.Config) -> bool:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    if hasattr(session.config, "workerinput") or len(_FILE_SECONDS) < WHOLE_SUITE_FILES or _narrowed(session.config):
-        return  # a worker (the controller records), or not a whole-suite run
+    config = session.config
+    if (hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
+            or len(_FILE_SECONDS) < WHOLE_SUITE_FILES or _narrowed(config)):
+        return  # a worker (the controller records), or not a whole-suite run on workers (make test's)
     record = recorded_seconds() | {Path(path).name: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()}
     FILE_SECONDS_PATH.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
 
