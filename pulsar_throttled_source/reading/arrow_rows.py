@@ -75,11 +75,6 @@ class Columns:
         for column in (self.msgs, self.ids, self.publish_ms, self.producers):
             del column[rows:]
 
-    def drop(self, lo: int, hi: int) -> None:
-        """Drop the rows [lo, hi): never decoded, never in a batch."""
-        for column in (self.msgs, self.ids, self.publish_ms, self.producers):
-            del column[lo:hi]
-
     def appenders(self) -> tuple[list[Any], Callable[[Any], None], Callable[[bytes], None], Callable[[int], None],
                                  Callable[[str], None]]:
         """The message list and its bound appends, for a read loop that inlines them: message, serialized id,

@@ -26,7 +26,9 @@ log = logging.getLogger(__name__)
 # Where a test (or an operator) points at another build of the library, e.g. one under AddressSanitizer.
 LIBRARY_ENV = "PULSAR_THROTTLED_NATIVE_LIBRARY"
 
-STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, -1
+# What a read_group call did (par_group_t.status): appended messages; nothing arrived in time; failed; nothing
+# appended because the batch cannot take the next message (its values would pass Arrow's 32-bit offsets): export it.
+STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR, STATUS_FULL = 0, 1, -1, 2
 
 
 def _group_type() -> Any:
@@ -160,6 +162,13 @@ def _load() -> NativeLibrary:
     libpulsar = libpulsar_path()
     if libpulsar is None:
         return NativeLibrary(None, "no libpulsar found in the pulsar-client installation")
+    return load_native_library(path, libpulsar)
+
+
+def load_native_library(path: Path, libpulsar: Path) -> NativeLibrary:
+    """The library at `path` bound to the libpulsar at `libpulsar` (every symbol of its C API resolved
+    there) and checked. The process's library is the installed one over the pulsar-client wheel's
+    libpulsar (native_library); the conformance test binds a build of its own to a scripted stand-in."""
     group = _group_type()
     try:
         lib = ctypes.CDLL(str(path))

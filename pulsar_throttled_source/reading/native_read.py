@@ -16,7 +16,7 @@ import pyarrow as pa
 from ..read_task import PartitionRange
 from .decoded_rows import decode_native_batch, decoder_for
 from .native_reader import NativeReader
-from .range_reader import read_entries
+from .range_reader import DroppedRows, read_entries
 from .task_lookup import TaskLookup
 
 
@@ -38,9 +38,10 @@ class NativeEntries:
         self.read_group = reader.read_group
         self.truncate = reader.truncate
         self.has_message_available = reader.has_message_available
-        # Rows of the batch being filled that a bounded first entry does not own: [from, to), dropped at export
-        # (the library only truncates the batch's tail; a zero-copy slice drops rows before the tail).
-        self._dropped: list[tuple[int, int]] = []
+        # Rows of the batch being filled that a bounded first entry does not own, dropped at export (the library
+        # only truncates the batch's tail; a zero-copy slice drops rows before the tail).
+        self._dropped = DroppedRows()
+        self.drop = self._dropped.drop
 
     @property
     def ended_exactly(self) -> bool:
@@ -54,10 +55,6 @@ class NativeEntries:
     def rows(self) -> int:
         return self._reader.rows
 
-    def drop(self, lo: int, hi: int, rows: int) -> int:
-        self._dropped.append((lo, hi))
-        return rows  # still in the library's batch until export
-
     def batches(self) -> Iterator[pa.RecordBatch]:
         part = self._part
         exported = self._reader.export()
@@ -65,11 +62,4 @@ class NativeEntries:
             out = exported.to_batch(part.partition, part.partition_index)
         else:
             out = decode_native_batch(exported, self._decoder, part.partition, part.partition_index)
-        kept = 0
-        for lo, hi in self._dropped:
-            if lo > kept:
-                yield out.slice(kept, lo - kept)
-            kept = hi
-        self._dropped.clear()
-        if kept < out.num_rows:
-            yield out.slice(kept)
+        yield from self._dropped.kept(out)
