@@ -13,10 +13,14 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from ..positions import BEFORE_EARLIEST
 from ..read_task import PartitionRange
+from .client_cache import close_reader, drop_native_client, open_native_reader, park_native_reader
 from .decoded_rows import decode_native_batch, decoder_for
+from .native_library import native_library
 from .native_reader import NativeReader
 from .range_reader import DroppedRows, read_entries
+from .reader_start import reader_start
 from .task_lookup import TaskLookup
 
 
@@ -26,11 +30,32 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: Ta
     return read_entries(NativeEntries(reader, part), part, lookups, gone)
 
 
+class NativePath:
+    """The native read path (read_path.ReadPath): a reader of the native library on the worker's shared native
+    client, or the reader the last range of this partition left parked at this range's start."""
+
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> NativeEntries:
+        start_id, inclusive = reader_start(part, exclusive_only=not native_library().inclusive_start)
+        serialized = None if part.start == BEFORE_EARLIEST else start_id.serialize()
+        return NativeEntries(open_native_reader(part, serialized, gone, inclusive), part)
+
+    def close(self, source: NativeEntries, part: PartitionRange, failed: bool) -> None:
+        if not failed and source.ended_exactly:
+            park_native_reader(part, source.reader)  # the next range's task in this process reads on from it
+            return
+        close_reader(source.reader, failed)
+        if failed:
+            drop_native_client(part.config)
+
+
+NATIVE_PATH = NativePath()
+
+
 class NativeEntries:
     """A NativeReader as a range_reader source: the library's own calls, plus the Arrow batches."""
 
     def __init__(self, reader: NativeReader, part: PartitionRange) -> None:
-        self._reader = reader
+        self.reader = self._reader = reader
         self._part = part
         cfg = part.config
         self._decoder = decoder_for(part.partition, cfg) if cfg.value_schema is not None else None

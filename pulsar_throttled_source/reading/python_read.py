@@ -16,9 +16,11 @@ import pyarrow as pa
 from ..protobuf_wire import first_chunk_position, varint
 from ..read_task import PartitionRange
 from .arrow_rows import Columns, EntryIds
+from .client_cache import close_reader, drop_client, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .native_library import STATUS_OK, STATUS_TIMEOUT
 from .range_reader import DroppedRows, EntryGroup, read_entries
+from .reader_start import reader_start
 from .task_lookup import TaskLookup
 
 
@@ -28,13 +30,29 @@ def read_python_messages(reader: Any, part: PartitionRange, lookups: TaskLookup,
     return read_entries(PythonEntries(reader, part), part, lookups, gone)
 
 
+class PythonPath:
+    """The Python read path (read_path.ReadPath): a pulsar.Reader on the worker's shared pulsar.Client."""
+
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> PythonEntries:
+        start_id, inclusive = reader_start(part, exclusive_only=False)
+        return PythonEntries(open_reader(part, start_id, gone, inclusive), part)
+
+    def close(self, source: PythonEntries, part: PartitionRange, failed: bool) -> None:
+        close_reader(source.reader, failed)
+        if failed:
+            drop_client(part.config)
+
+
+PYTHON_PATH = PythonPath()
+
+
 class PythonEntries:
     """A pulsar.Reader and the columns it fills, as a range_reader source."""
 
     def __init__(self, reader: Any, part: PartitionRange) -> None:
         import pulsar
 
-        self._reader = reader
+        self.reader = self._reader = reader
         # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
         # returns the native message directly, a large part of the per-message cost on this hot path
         # (bench/README.md, "Figures behind the code").

@@ -247,7 +247,7 @@ def test_a_missing_or_broken_library_falls_back_with_one_warning(broker, admin, 
 
 def test_readers_start_inclusively_with_the_installed_libpulsar():
     """The library sets a reader's inclusive start through a C++ member of libpulsar, after checking at
-    load that the C API's configuration is that member's object (reading/read.py reader_start: else
+    load that the C API's configuration is that member's object (reading/reader_start.py: else
     every reader opened costs the broker a read of the entry before its range)."""
     loaded = native_module.native_library()
     assert loaded.available, loaded.reason
