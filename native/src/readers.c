@@ -1,6 +1,8 @@
 /*
  * readers.c: readers, and one entry's messages appended to the batch per call (par_read_group).
  */
+#include <stddef.h>
+
 #include "par_internal.h"
 
 /* ---- readers ----------------------------------------------------------------------------------- */
@@ -20,8 +22,23 @@ typedef struct {
     int64_t first_chunk_ledger, first_chunk_entry; /* a chunked message's first chunk; -1 otherwise */
 } par_group_t;
 
-/* Python's ctypes mirror of par_group_t checks its size against this at load. */
-PAR_EXPORT size_t par_group_size(void) { return sizeof(par_group_t); }
+/* par_group_t's layout, which Python's ctypes mirror (native_library.GROUP_FIELDS) is checked against at load,
+ * field by field: the i-th field's name, offset and size; NULL past the last. */
+#define GROUP_FIELD(name) {#name, offsetof(par_group_t, name), sizeof(((par_group_t *)0)->name)}
+static const struct {
+    const char *name;
+    size_t offset, size;
+} GROUP_FIELDS[] = {GROUP_FIELD(status),     GROUP_FIELD(result),         GROUP_FIELD(rows_before),
+                    GROUP_FIELD(rows),       GROUP_FIELD(ledger),         GROUP_FIELD(entry),
+                    GROUP_FIELD(batch_index), GROUP_FIELD(new_entry),     GROUP_FIELD(entry_complete),
+                    GROUP_FIELD(padding),    GROUP_FIELD(first_chunk_ledger), GROUP_FIELD(first_chunk_entry)};
+
+PAR_EXPORT const char *par_group_field(int i, size_t *offset, size_t *size) {
+    if (i < 0 || (size_t)i >= sizeof GROUP_FIELDS / sizeof GROUP_FIELDS[0]) return NULL;
+    *offset = GROUP_FIELDS[i].offset;
+    *size = GROUP_FIELDS[i].size;
+    return GROUP_FIELDS[i].name;
+}
 
 PAR_EXPORT void *par_reader_open(void *client, const char *topic, const void *start_id, int start_len,
                                  const char *const *names, const char *const *values, int n, int *result, char *err,

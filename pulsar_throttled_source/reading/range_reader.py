@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..read_task import IDLE_CHECK_MS, PartitionRange
 from .client_cache import has_message_available
 from .errors import PartitionDeleted, encrypted_without_key
-from .native_library import STATUS_TIMEOUT
+from .native_library import GROUP_FIELDS, STATUS_TIMEOUT
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .task_lookup import TaskLookup
@@ -40,8 +40,7 @@ class EntryGroup:
     give its batch size ends its group, `entry_complete` -1 (the loop asks the broker where that matters: the
     range's end entry); an unbatched message is a group of its own, complete."""
 
-    __slots__ = ("status", "rows_before", "rows", "ledger", "entry", "batch_index", "new_entry", "entry_complete",
-                 "first_chunk_ledger", "first_chunk_entry")
+    __slots__ = tuple(name for name, _ in GROUP_FIELDS if name not in ("result", "padding"))  # par_group_t's
 
     def __init__(self) -> None:
         self.status = self.rows_before = self.rows = self.ledger = self.entry = 0

@@ -184,7 +184,7 @@ class ScriptedLibpulsar:
 
 
 def native_results(library: str, fake_path: str) -> dict[str, Any]:
-    from pulsar_throttled_source.reading.native_library import load_native_library
+    from pulsar_throttled_source.reading.native_library import GROUP_FIELDS, group_layout_problem, load_native_library
     from pulsar_throttled_source.reading.native_read import NativeEntries, read_native_messages
     from pulsar_throttled_source.reading.native_reader import NativeReader, create_client
 
@@ -211,6 +211,12 @@ def native_results(library: str, fake_path: str) -> dict[str, Any]:
         out["loops"][name] = batch_rows(read_native_messages(r, loop_part(case), plain))
         r.close()
     out["leaked"] = fake.lib.fake_live() - live  # messages, ids, configurations and readers not freed
+    out["layout"] = group_layout_problem(loaded.lib, loaded.group_type)
+
+    class Drifted(ctypes.Structure):  # a mirror with two fields swapped: the same size
+        _fields_ = [GROUP_FIELDS[1], GROUP_FIELDS[0], *GROUP_FIELDS[2:]]
+
+    out["drifted"] = group_layout_problem(loaded.lib, Drifted)
     loaded.lib.par_client_free(client)
     return out
 

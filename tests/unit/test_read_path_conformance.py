@@ -74,6 +74,12 @@ def test_the_native_library_leaks_nothing_of_its_libpulsar(native):
     assert native["leaked"] == 0
 
 
+def test_the_group_mirror_is_checked_field_by_field_at_load(native):
+    assert native["layout"] == ""
+    # Two int32 fields swapped keep the structure's size: a size check alone would have read them crossed.
+    assert native["drifted"].startswith("par_group_t is [('status', 0, 4), ('result', 4, 4)") and "('result', 0, 4)" in native["drifted"]
+
+
 def test_the_native_path_reads_every_script_the_same_under_address_sanitizer(native, tmp_path):
     asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
     if not asan or not Path(asan).exists():
