@@ -62,16 +62,23 @@ class DroppedRows:
         self._dropped.append((lo, hi))
         return rows
 
-    def kept(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """The exported batch less its dropped rows (in slices), and none dropped from now on."""
+    def kept(self, batch: pa.RecordBatch | pa.Table) -> Iterator[pa.RecordBatch]:
+        """The exported batch less its dropped rows (in slices), and none dropped from now on. A table (a batch
+        whose payloads pyarrow had to chunk) yields a record batch per chunk."""
         kept = 0
+        pieces = []
         for lo, hi in self._dropped:
             if lo > kept:
-                yield batch.slice(kept, lo - kept)
+                pieces.append(batch.slice(kept, lo - kept))
             kept = hi
         self._dropped.clear()
         if kept < batch.num_rows:
-            yield batch.slice(kept) if kept else batch
+            pieces.append(batch.slice(kept) if kept else batch)
+        for piece in pieces:
+            if isinstance(piece, pa.Table):
+                yield from piece.to_batches()
+            else:
+                yield piece
 
 
 class EntrySource(Protocol):
