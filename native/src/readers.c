@@ -1,13 +1,16 @@
 /*
  * readers.c: readers, and one entry's messages appended to the batch per call (par_read_group).
  */
+#include <stddef.h>
+
 #include "par_internal.h"
 
 /* ---- readers ----------------------------------------------------------------------------------- */
 
 /* What one par_read_group call appended: one entry's messages, or the part of them that fit. */
 typedef struct {
-    int32_t status;         /* 0 messages appended; 1 nothing arrived within the timeout; -1 error */
+    int32_t status;         /* 0 messages appended; 1 nothing arrived within the timeout; -1 error; 2 nothing
+                             * appended: the batch cannot take the next message (export it, then call again) */
     int32_t result;         /* the pulsar_result of an error */
     int64_t rows_before;    /* the batch's rows before this call */
     int64_t rows;           /* and after */
@@ -19,8 +22,23 @@ typedef struct {
     int64_t first_chunk_ledger, first_chunk_entry; /* a chunked message's first chunk; -1 otherwise */
 } par_group_t;
 
-/* Python's ctypes mirror of par_group_t checks its size against this at load. */
-PAR_EXPORT size_t par_group_size(void) { return sizeof(par_group_t); }
+/* par_group_t's layout, which Python's ctypes mirror (native_library.GROUP_FIELDS) is checked against at load,
+ * field by field: the i-th field's name, offset and size; NULL past the last. */
+#define GROUP_FIELD(name) {#name, offsetof(par_group_t, name), sizeof(((par_group_t *)0)->name)}
+static const struct {
+    const char *name;
+    size_t offset, size;
+} GROUP_FIELDS[] = {GROUP_FIELD(status),     GROUP_FIELD(result),         GROUP_FIELD(rows_before),
+                    GROUP_FIELD(rows),       GROUP_FIELD(ledger),         GROUP_FIELD(entry),
+                    GROUP_FIELD(batch_index), GROUP_FIELD(new_entry),     GROUP_FIELD(entry_complete),
+                    GROUP_FIELD(padding),    GROUP_FIELD(first_chunk_ledger), GROUP_FIELD(first_chunk_entry)};
+
+PAR_EXPORT const char *par_group_field(int i, size_t *offset, size_t *size) {
+    if (i < 0 || (size_t)i >= sizeof GROUP_FIELDS / sizeof GROUP_FIELDS[0]) return NULL;
+    *offset = GROUP_FIELDS[i].offset;
+    *size = GROUP_FIELDS[i].size;
+    return GROUP_FIELDS[i].name;
+}
 
 PAR_EXPORT void *par_reader_open(void *client, const char *topic, const void *start_id, int start_len,
                                  const char *const *names, const char *const *values, int n, int *result, char *err,
@@ -112,7 +130,11 @@ PAR_EXPORT int par_has_message_available(void *handle, int *result) {
 
 /* Append the messages of one entry, up to `max_rows` rows in the batch: returns after the entry's
  * last message, when the batch is full, when the next message belongs to another entry (kept for
- * the next call), or when none arrives within `timeout_ms`. */
+ * the next call), or when none arrives within `timeout_ms`. The grouping rules are the Python
+ * path's too (range_reader.EntryGroup; tests/unit/test_read_path_conformance.py holds both to them):
+ * a message continues the group when it is of the same ledger and entry at the next batch index;
+ * a message whose id does not give its batch size ends its group (the loop asks the broker where
+ * that matters, rather than waiting here for a message that may never come). */
 PAR_EXPORT int par_read_group(void *handle, int timeout_ms, int64_t max_rows, par_group_t *g) {
     par_reader_t *r = handle;
     memset(g, 0, sizeof *g);
@@ -126,6 +148,10 @@ PAR_EXPORT int par_read_group(void *handle, int timeout_ms, int64_t max_rows, pa
             g->result = res;
             return g->status = -1;
         }
+    }
+    if (would_overflow(&r->cols, msg)) {
+        r->pending = msg; /* the first message of a new batch */
+        return g->status = 2;
     }
     int appended = 0;
     for (;;) {
@@ -165,12 +191,12 @@ PAR_EXPORT int par_read_group(void *handle, int timeout_ms, int64_t max_rows, pa
         appended++;
         r->prev = id;
         r->have_prev = 1;
-        if (id.batch_index < 0 || (id.batch_size > 0 && id.batch_index >= id.batch_size - 1)) {
-            g->entry_complete = 1;
+        if (id.batch_index < 0 || id.batch_size <= 0 || id.batch_index >= id.batch_size - 1) {
+            g->entry_complete = id.batch_index < 0 || id.batch_size > 0 ? 1 : -1;
             break;
         }
         if (r->cols.rows >= max_rows) {
-            g->entry_complete = id.batch_size > 0 ? 0 : -1;
+            g->entry_complete = 0;
             break;
         }
         /* A batch's messages are queued together when its entry arrives: the rest are there. */

@@ -75,11 +75,6 @@ class Columns:
         for column in (self.msgs, self.ids, self.publish_ms, self.producers):
             del column[rows:]
 
-    def drop(self, lo: int, hi: int) -> None:
-        """Drop the rows [lo, hi): never decoded, never in a batch."""
-        for column in (self.msgs, self.ids, self.publish_ms, self.producers):
-            del column[lo:hi]
-
     def appenders(self) -> tuple[list[Any], Callable[[Any], None], Callable[[bytes], None], Callable[[int], None],
                                  Callable[[str], None]]:
         """The message list and its bound appends, for a read loop that inlines them: message, serialized id,
@@ -120,8 +115,15 @@ class Columns:
             null[i] = bool(has_null_value(self.msgs[i]))
         return pc.if_else(pa.array(null, pa.bool_()), pa.scalar(None, pa.binary()), values)
 
-    def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch:
-        return raw_batch(self.value_array(), metadata_arrays(self, partition, partition_index))
+    def to_batch(self, partition: str, partition_index: int) -> pa.RecordBatch | pa.Table:
+        """The rows in the raw layout: a batch, or a table where the payloads passed what one binary array holds
+        (Arrow's 32-bit offsets, 2 GiB: pyarrow then chunks them; the native library exports before that)."""
+        values = self.value_array()
+        metadata = metadata_arrays(self, partition, partition_index)
+        if isinstance(values, pa.ChunkedArray):
+            by_name = {"value": values, **dict(zip(METADATA_COLUMNS, metadata, strict=True))}
+            return pa.Table.from_arrays([by_name[name] for name in RAW_ARROW_SCHEMA.names], schema=RAW_ARROW_SCHEMA)
+        return raw_batch(values, metadata)
 
 
 def metadata_arrays(columns: Columns, partition: str, partition_index: int) -> list[pa.Array]:

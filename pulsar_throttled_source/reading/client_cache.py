@@ -151,6 +151,16 @@ def drop_native_client(config: ClientConfig) -> None:
     _NATIVE_CACHE.drop(config)
 
 
+def close_reader(reader: Any, failed: bool) -> None:
+    """Close a reader of either path; after a failed read (broker gone longer than pollTimeoutMs, a broken
+    connection) closing may fail too, and the caller drops the client anyway."""
+    try:
+        reader.close()
+    except Exception:
+        if not failed:
+            raise
+
+
 def open_reader(part: PartitionRange, start_id: Any, gone: Callable[[], bool] | None = None, inclusive: bool = False) -> Any:
     """Open a reader on the task's partition at `start_id` (`inclusive`: delivering that entry, else
     from the one after it). While the broker is unreachable (e.g.

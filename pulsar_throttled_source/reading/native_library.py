@@ -26,7 +26,21 @@ log = logging.getLogger(__name__)
 # Where a test (or an operator) points at another build of the library, e.g. one under AddressSanitizer.
 LIBRARY_ENV = "PULSAR_THROTTLED_NATIVE_LIBRARY"
 
-STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR = 0, 1, -1
+# What a read_group call did (par_group_t.status): appended messages; nothing arrived in time; failed; nothing
+# appended because the batch cannot take the next message (its values would pass Arrow's 32-bit offsets): export it.
+STATUS_OK, STATUS_TIMEOUT, STATUS_ERROR, STATUS_FULL = 0, 1, -1, 2
+
+
+# par_group_t (readers.c), what one read_group call appended, field by field: the ctypes mirror of the native
+# path, checked against the library's own layout at load (par_group_field), and range_reader.EntryGroup's slots.
+GROUP_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("status", ctypes.c_int32), ("result", ctypes.c_int32),
+    ("rows_before", ctypes.c_int64), ("rows", ctypes.c_int64),
+    ("ledger", ctypes.c_int64), ("entry", ctypes.c_int64),
+    ("batch_index", ctypes.c_int32), ("new_entry", ctypes.c_int32),
+    ("entry_complete", ctypes.c_int32), ("padding", ctypes.c_int32),
+    ("first_chunk_ledger", ctypes.c_int64), ("first_chunk_entry", ctypes.c_int64),
+)
 
 
 def _group_type() -> Any:
@@ -37,16 +51,19 @@ def _group_type() -> Any:
     class Group(ctypes.Structure):
         """par_group_t: what one par_read_group call appended."""
 
-        _fields_ = [
-            ("status", ctypes.c_int32), ("result", ctypes.c_int32),
-            ("rows_before", ctypes.c_int64), ("rows", ctypes.c_int64),
-            ("ledger", ctypes.c_int64), ("entry", ctypes.c_int64),
-            ("batch_index", ctypes.c_int32), ("new_entry", ctypes.c_int32),
-            ("entry_complete", ctypes.c_int32), ("padding", ctypes.c_int32),
-            ("first_chunk_ledger", ctypes.c_int64), ("first_chunk_entry", ctypes.c_int64),
-        ]
+        _fields_ = list(GROUP_FIELDS)
 
     return Group
+
+
+def group_layout_problem(lib: ctypes.CDLL, group: Any) -> str:
+    """'' when the library's par_group_t has the mirror's fields, in order, at the same offsets and sizes."""
+    offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+    theirs: list[tuple[str, int, int]] = []
+    while (name := lib.par_group_field(len(theirs), ctypes.byref(offset), ctypes.byref(size))) is not None:
+        theirs.append((name.decode(), offset.value, size.value))
+    ours = [(name, getattr(group, name).offset, getattr(group, name).size) for name, _ in group._fields_]
+    return "" if theirs == ours else f"par_group_t is {theirs} in the library, {ours} here"
 
 
 def _declare(lib: ctypes.CDLL, group: Any) -> None:
@@ -69,7 +86,7 @@ def _declare(lib: ctypes.CDLL, group: Any) -> None:
         "par_arrow_array_free": (None, [c_void_p]),
         "par_arrow_schema": (c_void_p, []),  # struct ArrowSchema *
         "par_arrow_schema_free": (None, [c_void_p]),
-        "par_group_size": (c_size_t, []),
+        "par_group_field": (c_char_p, [c_int, ctypes.POINTER(c_size_t), ctypes.POINTER(c_size_t)]),
         "par_setting_name": (c_char_p, [c_int, c_int]),
     }
     for name, (restype, argtypes) in signatures.items():
@@ -160,6 +177,13 @@ def _load() -> NativeLibrary:
     libpulsar = libpulsar_path()
     if libpulsar is None:
         return NativeLibrary(None, "no libpulsar found in the pulsar-client installation")
+    return load_native_library(path, libpulsar)
+
+
+def load_native_library(path: Path, libpulsar: Path) -> NativeLibrary:
+    """The library at `path` bound to the libpulsar at `libpulsar` (every symbol of its C API resolved
+    there) and checked. The process's library is the installed one over the pulsar-client wheel's
+    libpulsar (native_library); the conformance test binds a build of its own to a scripted stand-in."""
     group = _group_type()
     try:
         lib = ctypes.CDLL(str(path))
@@ -172,8 +196,9 @@ def _load() -> NativeLibrary:
     problem = self_check(lib)
     if problem:
         return NativeLibrary(None, f"self-check failed: {problem}")
-    if lib.par_group_size() != ctypes.sizeof(group):
-        return NativeLibrary(None, f"par_group_t is {lib.par_group_size()} bytes in the library, {ctypes.sizeof(group)} here")
+    problem = group_layout_problem(lib, group)
+    if problem:
+        return NativeLibrary(None, problem)
     try:
         schema = batch_schema(lib)
     except (MemoryError, ValueError) as e:

@@ -13,10 +13,14 @@ from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 
+from ..positions import BEFORE_EARLIEST
 from ..read_task import PartitionRange
+from .client_cache import close_reader, drop_native_client, open_native_reader, park_native_reader
 from .decoded_rows import decode_native_batch, decoder_for
+from .native_library import native_library
 from .native_reader import NativeReader
-from .range_reader import read_entries
+from .range_reader import DroppedRows, read_entries
+from .reader_start import reader_start
 from .task_lookup import TaskLookup
 
 
@@ -26,11 +30,32 @@ def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: Ta
     return read_entries(NativeEntries(reader, part), part, lookups, gone)
 
 
+class NativePath:
+    """The native read path (read_path.ReadPath): a reader of the native library on the worker's shared native
+    client, or the reader the last range of this partition left parked at this range's start."""
+
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> NativeEntries:
+        start_id, inclusive = reader_start(part, exclusive_only=not native_library().inclusive_start)
+        serialized = None if part.start == BEFORE_EARLIEST else start_id.serialize()
+        return NativeEntries(open_native_reader(part, serialized, gone, inclusive), part)
+
+    def close(self, source: NativeEntries, part: PartitionRange, failed: bool) -> None:
+        if not failed and source.ended_exactly:
+            park_native_reader(part, source.reader)  # the next range's task in this process reads on from it
+            return
+        close_reader(source.reader, failed)
+        if failed:
+            drop_native_client(part.config)
+
+
+NATIVE_PATH = NativePath()
+
+
 class NativeEntries:
     """A NativeReader as a range_reader source: the library's own calls, plus the Arrow batches."""
 
     def __init__(self, reader: NativeReader, part: PartitionRange) -> None:
-        self._reader = reader
+        self.reader = self._reader = reader
         self._part = part
         cfg = part.config
         self._decoder = decoder_for(part.partition, cfg) if cfg.value_schema is not None else None
@@ -38,9 +63,10 @@ class NativeEntries:
         self.read_group = reader.read_group
         self.truncate = reader.truncate
         self.has_message_available = reader.has_message_available
-        # Rows of the batch being filled that a bounded first entry does not own: [from, to), dropped at export
-        # (the library only truncates the batch's tail; a zero-copy slice drops rows before the tail).
-        self._dropped: list[tuple[int, int]] = []
+        # Rows of the batch being filled that a bounded first entry does not own, dropped at export (the library
+        # only truncates the batch's tail; a zero-copy slice drops rows before the tail).
+        self._dropped = DroppedRows()
+        self.drop = self._dropped.drop
 
     @property
     def ended_exactly(self) -> bool:
@@ -54,10 +80,6 @@ class NativeEntries:
     def rows(self) -> int:
         return self._reader.rows
 
-    def drop(self, lo: int, hi: int, rows: int) -> int:
-        self._dropped.append((lo, hi))
-        return rows  # still in the library's batch until export
-
     def batches(self) -> Iterator[pa.RecordBatch]:
         part = self._part
         exported = self._reader.export()
@@ -65,11 +87,4 @@ class NativeEntries:
             out = exported.to_batch(part.partition, part.partition_index)
         else:
             out = decode_native_batch(exported, self._decoder, part.partition, part.partition_index)
-        kept = 0
-        for lo, hi in self._dropped:
-            if lo > kept:
-                yield out.slice(kept, lo - kept)
-            kept = hi
-        self._dropped.clear()
-        if kept < out.num_rows:
-            yield out.slice(kept)
+        yield from self._dropped.kept(out)

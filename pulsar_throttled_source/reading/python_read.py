@@ -16,9 +16,11 @@ import pyarrow as pa
 from ..protobuf_wire import first_chunk_position, varint
 from ..read_task import PartitionRange
 from .arrow_rows import Columns, EntryIds
+from .client_cache import close_reader, drop_client, open_reader
 from .decoded_rows import DecodedColumns, decoder_for
 from .native_library import STATUS_OK, STATUS_TIMEOUT
-from .range_reader import EntryGroup, read_entries
+from .range_reader import DroppedRows, EntryGroup, read_entries
+from .reader_start import reader_start
 from .task_lookup import TaskLookup
 
 
@@ -28,13 +30,29 @@ def read_python_messages(reader: Any, part: PartitionRange, lookups: TaskLookup,
     return read_entries(PythonEntries(reader, part), part, lookups, gone)
 
 
+class PythonPath:
+    """The Python read path (read_path.ReadPath): a pulsar.Reader on the worker's shared pulsar.Client."""
+
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> PythonEntries:
+        start_id, inclusive = reader_start(part, exclusive_only=False)
+        return PythonEntries(open_reader(part, start_id, gone, inclusive), part)
+
+    def close(self, source: PythonEntries, part: PartitionRange, failed: bool) -> None:
+        close_reader(source.reader, failed)
+        if failed:
+            drop_client(part.config)
+
+
+PYTHON_PATH = PythonPath()
+
+
 class PythonEntries:
     """A pulsar.Reader and the columns it fills, as a range_reader source."""
 
     def __init__(self, reader: Any, part: PartitionRange) -> None:
         import pulsar
 
-        self._reader = reader
+        self.reader = self._reader = reader
         # The public Reader wraps every message in a Python object; the pybind11 reader it wraps
         # returns the native message directly, a large part of the per-message cost on this hot path
         # (bench/README.md, "Figures behind the code").
@@ -46,6 +64,8 @@ class PythonEntries:
         self._columns = self._new_columns()
         self._appenders = self._columns.appenders()
         self._group = EntryGroup()
+        self._dropped = DroppedRows()  # as the native path: sliced off at export
+        self.drop = self._dropped.drop
         self.ended_exactly = False  # the Python path never parks its reader
         # The current entry, as its first message said (a batch shares its metadata), for the rest of its messages.
         self._prev_index = -2
@@ -88,7 +108,7 @@ class PythonEntries:
             # A chunked message belongs to the range of its first chunk.
             first = first_chunk_position(serialized) if 0x3A in serialized else None
             if first is None:
-                g.first_chunk_ledger = -1
+                g.first_chunk_ledger = g.first_chunk_entry = -1
             else:
                 g.first_chunk_ledger, g.first_chunk_entry = first
             add_msg(msg)
@@ -99,10 +119,12 @@ class PythonEntries:
             g.rows = before + 1
             return g
         ids = self._ids
-        if index == 0 or index != self._prev_index + 1:
+        # The next index of the same entry continues it (the last call ended before the entry's end); the ledger
+        # and entry are asked only then: a message at the next index may be another entry's (its first ones skipped).
+        if index == 0 or index != self._prev_index + 1 or mid.entry_id() != g.entry or mid.ledger_id() != g.ledger:
             g.new_entry = 1
             g.ledger, g.entry = mid.ledger_id(), mid.entry_id()
-            g.first_chunk_ledger = -1  # a batch is never chunked
+            g.first_chunk_ledger = g.first_chunk_entry = -1  # a batch is never chunked
             self._publish_ms = msg.publish_timestamp()  # one per entry: a batch shares its metadata
             self._producer = msg.producer_name()
             ids.new_entry(mid, index)
@@ -155,14 +177,10 @@ class PythonEntries:
     def truncate(self, rows: int) -> None:
         self._columns.truncate(rows)  # in place: the appenders stay bound
 
-    def drop(self, lo: int, hi: int, rows: int) -> int:
-        self._columns.drop(lo, hi)
-        return rows - (hi - lo)
-
     def has_message_available(self) -> bool:
         return bool(self._reader.has_message_available())
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         columns, self._columns = self._columns, self._new_columns()
         self._appenders = self._columns.appenders()
-        yield columns.to_batch(self._part.partition, self._part.partition_index)
+        yield from self._dropped.kept(columns.to_batch(self._part.partition, self._part.partition_index))

@@ -20,25 +20,65 @@ import pyarrow as pa
 from ..read_task import IDLE_CHECK_MS, PartitionRange
 from .client_cache import has_message_available
 from .errors import PartitionDeleted, encrypted_without_key
-from .native_library import STATUS_TIMEOUT
+from .native_library import GROUP_FIELDS, STATUS_TIMEOUT
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .task_lookup import TaskLookup
 
 
 class EntryGroup:
-    """What one `read_group` appended (par_group_t's fields): `status` 0, or STATUS_TIMEOUT when nothing
-    arrived; the batch's rows before and after; the entry, the batch index of the first appended message
-    (-1: not batched), whether it starts the entry, whether the entry's last message was appended (1),
-    more follow (0) or the id does not say (-1), and a chunked message's first chunk (-1: none)."""
+    """What one `read_group` appended (par_group_t's fields): `status` 0, STATUS_TIMEOUT when nothing
+    arrived, or STATUS_FULL when nothing was appended because the batch cannot take the next message (the
+    loop exports it and calls again); the batch's rows before and after; the entry, the batch index of the
+    first appended message (-1: not batched), whether it starts the entry, whether the entry's last message
+    was appended (1), more follow (0) or the id does not say (-1), and a chunked message's first chunk (-1: none).
 
-    __slots__ = ("status", "rows_before", "rows", "ledger", "entry", "batch_index", "new_entry", "entry_complete",
-                 "first_chunk_ledger", "first_chunk_entry")
+    The grouping rules both read paths follow (tests/unit/test_read_path_conformance.py runs the same scripted
+    deliveries through both): a group is one entry's messages, or as many as fit the batch; a message continues
+    the last group's entry when it is of the same ledger and entry at the next batch index (a reader started
+    inside a batch begins it at a later index: a new entry all the same); a batched message whose id does not
+    give its batch size ends its group, `entry_complete` -1 (the loop asks the broker where that matters: the
+    range's end entry); an unbatched message is a group of its own, complete."""
+
+    __slots__ = tuple(name for name, _ in GROUP_FIELDS if name not in ("result", "padding"))  # par_group_t's
 
     def __init__(self) -> None:
         self.status = self.rows_before = self.rows = self.ledger = self.entry = 0
         self.batch_index = self.new_entry = self.entry_complete = 0
         self.first_chunk_ledger = self.first_chunk_entry = -1
+
+
+class DroppedRows:
+    """The rows of the batch being filled that a bounded first entry does not own, [lo, hi): kept in the batch
+    until it is exported, then sliced off the Arrow batch without a copy (both paths count them in the batch's
+    rows until then, as its buffers hold them)."""
+
+    __slots__ = ("_dropped",)
+
+    def __init__(self) -> None:
+        self._dropped: list[tuple[int, int]] = []
+
+    def drop(self, lo: int, hi: int, rows: int) -> int:
+        self._dropped.append((lo, hi))
+        return rows
+
+    def kept(self, batch: pa.RecordBatch | pa.Table) -> Iterator[pa.RecordBatch]:
+        """The exported batch less its dropped rows (in slices), and none dropped from now on. A table (a batch
+        whose payloads pyarrow had to chunk) yields a record batch per chunk."""
+        kept = 0
+        pieces = []
+        for lo, hi in self._dropped:
+            if lo > kept:
+                pieces.append(batch.slice(kept, lo - kept))
+            kept = hi
+        self._dropped.clear()
+        if kept < batch.num_rows:
+            pieces.append(batch.slice(kept) if kept else batch)
+        for piece in pieces:
+            if isinstance(piece, pa.Table):
+                yield from piece.to_batches()
+            else:
+                yield piece
 
 
 class EntrySource(Protocol):
@@ -112,7 +152,10 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
     try:
         while True:
             g = read_group(poll_ms, limit)
-            if g.status == timed_out:
+            if g.status:
+                if g.status != timed_out:  # STATUS_FULL: the next message goes to a new batch
+                    yield from source.batches()
+                    continue
                 idle_ms += poll_ms
                 if progress.idle(idle_ms, last_pos):
                     break

@@ -1,4 +1,8 @@
-"""Executor side: which read path a task takes (option readPath).
+"""Executor side: what a read path is (`ReadPath`), and which one a task takes (option readPath).
+
+A read path opens a reader on a range as the read loop's source (range_reader.EntrySource: read a
+group, truncate, drop, export), and closes it when the range is read: python_read.PYTHON_PATH over
+pulsar-client, native_read.NATIVE_PATH over the native library. read.py runs either the same way.
 
 `auto` takes the native path where its library loads, passes its self-check and can apply every
 setting of the query, else the Python path, saying why in one WARN per process and reason;
@@ -8,10 +12,19 @@ setting of the query, else the Python path, saying why in one WARN per process a
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from ..read_task import ClientConfig
+from ..read_task import ClientConfig, PartitionRange
 from .native_library import native_library
+from .native_read import NATIVE_PATH
 from .native_reader import Settings, unsupported_settings
+from .python_read import PYTHON_PATH
+
+if TYPE_CHECKING:
+    from .range_reader import EntrySource
+
+Source = TypeVar("Source", bound="EntrySource")
 
 log = logging.getLogger(__name__)
 
@@ -70,3 +83,20 @@ def uses_native_path(cfg: ClientConfig) -> bool:
         _WARNED.add(problem)
         log.warning("Reading with the Python read path (readPath=auto): %s.", problem)
     return False
+
+
+class ReadPath(Protocol[Source]):
+    """A way to read a range: its reader, opened at the range's start, as the read loop's source."""
+
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> Source:
+        """A reader on the range's partition at its start (retried while the broker is unreachable, for up to
+        pollTimeoutMs; raises errors.PartitionDeleted when `gone` says the range's entries were deleted)."""
+
+    def close(self, source: Source, part: PartitionRange, failed: bool) -> None:
+        """Done with the range: close the reader (or keep it for the next range where it ended exactly there);
+        after a failed read, also drop the client, so a retry starts from a fresh one."""
+
+
+def read_path_for(cfg: ClientConfig) -> ReadPath[Any]:
+    """The read path a task with this configuration takes in this process (uses_native_path)."""
+    return NATIVE_PATH if uses_native_path(cfg) else PYTHON_PATH

@@ -42,7 +42,8 @@ SMALL = {"maxEntriesPerTask": "7", "maxRowsPerArrowBatch": "5"}
 
 def on_path(part: PartitionRange, path: str) -> PartitionRange:
     return PartitionRange(part.partition, part.partition_index, part.start, part.end, part.entries,
-                          dataclasses.replace(part.config, read_path=path), part.runs)
+                          dataclasses.replace(part.config, read_path=path), part.runs).inside_entries(
+        part.first_message, part.end_message)
 
 
 def read_on(parts: list[PartitionRange], path: str) -> list[pa.RecordBatch]:
@@ -168,6 +169,45 @@ def test_schema_topics_decode_on_the_native_value_column(broker, admin, pulsar_c
         assert native[0].schema.names[0] in ("sensor", "value")
 
 
+def test_a_range_starting_and_ending_inside_batched_entries_makes_the_same_batches(broker, admin, pulsar_client, unique):
+    """A batch query's bounds inside producers' batches: the rows of the first entry before its start are dropped
+    from the batch being filled. Both paths count them until the batch is exported (range_reader.DroppedRows), so
+    they cut the same Arrow batches (the Python path once deleted them at once and cut fuller ones)."""
+    topic = create_topic(admin, f"native-inside-{unique}", 0)
+    sent = produce(pulsar_client, topic, 120, batch=10)
+    (part,) = plan(broker, topic, maxRowsPerArrowBatch="4")
+    entries = sorted({s.position[:2] for s in sent})
+    assert (part.end.ledger_id, part.end.entry_id) == entries[-1]
+    first, end = (*entries[0], 3), (*entries[-1], 7)  # the range's first and end entries, bounded
+    bounded = part.inside_entries(first, end)
+    assert payloads(assert_same_batches([bounded])) == Counter(s.payload for s in sent if first <= s.position < end)
+
+
+def _budget_library(tmp_path: Path, budget: int) -> Path:
+    """The library with a small value budget per batch (columns.c PAR_BATCH_VALUE_BYTES; Arrow's 32-bit offsets)."""
+    sources = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "native" / "src").glob("*.c"))
+    out = tmp_path / "pulsar_arrow_reader_budget.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", f"-DPAR_BATCH_VALUE_BYTES={budget}",
+                    "-DPAR_BATCH_HEADROOM=256", "-o", str(out), *sources, "-ldl"], check=True)
+    return out
+
+
+def test_a_native_batch_is_exported_before_its_values_pass_arrows_offsets(broker, admin, pulsar_client, unique, tmp_path,
+                                                                          library_at):
+    """A batch whose values would pass Arrow's 32-bit offsets (2 GiB, scaled down here to 8 KiB) is exported first,
+    also inside a producer's batch; the library once ended the group there but appended the message all the same."""
+    topic = create_topic(admin, f"native-budget-{unique}", 2)
+    sent = produce(pulsar_client, topic, 120, batch=10, payload_size=1000)
+    sent += mixed_backlog(pulsar_client, topic)
+    parts = plan(broker, topic)
+    library_at(str(_budget_library(tmp_path, 8192)))
+    batches = read_on(parts, "native")
+    assert payloads(batches) == Counter(s.payload for s in sent)
+    assert all(sum(map(len, b.column("value").to_pylist())) <= 8192 or b.num_rows == 1 for b in batches), \
+        [b.num_rows for b in batches]
+    assert payloads(read_on(parts, "python")) == Counter(s.payload for s in sent)
+
+
 # -- falling back --------------------------------------------------------------------------------
 @pytest.fixture
 def library_at(monkeypatch):
@@ -207,7 +247,7 @@ def test_a_missing_or_broken_library_falls_back_with_one_warning(broker, admin, 
 
 def test_readers_start_inclusively_with_the_installed_libpulsar():
     """The library sets a reader's inclusive start through a C++ member of libpulsar, after checking at
-    load that the C API's configuration is that member's object (reading/read.py reader_start: else
+    load that the C API's configuration is that member's object (reading/reader_start.py: else
     every reader opened costs the broker a read of the entry before its range)."""
     loaded = native_module.native_library()
     assert loaded.available, loaded.reason

@@ -289,19 +289,20 @@ class FakeReader:
     """A pulsar.Reader that delivers the given messages in order, then times out like the client does;
     counts its reads and knows whether it was closed."""
 
-    def __init__(self, messages: list[FakeMessage] | tuple[()] = ()) -> None:
-        self.queue = list(messages)
+    def __init__(self, messages: list[FakeMessage | None] | tuple[()] = ()) -> None:
+        self.queue = list(messages)  # None: a read that times out there
         self.reads = 0
         self.closed = False
 
     def read_next(self, timeout_ms: int) -> FakeMessage:
         self.reads += 1
-        if not self.queue:
+        message = self.queue.pop(0) if self.queue else None
+        if message is None:
             raise pulsar.Timeout()
-        return self.queue.pop(0)
+        return message
 
     def has_message_available(self) -> bool:
-        return bool(self.queue)
+        return any(m is not None for m in self.queue)
 
     def close(self) -> None:
         self.closed = True

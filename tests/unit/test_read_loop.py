@@ -8,6 +8,7 @@ import dataclasses
 import time
 
 import pulsar
+import pyarrow as pa
 import pytest
 from fakes import FakeMessage, FakeReader, StandInId
 
@@ -178,3 +179,18 @@ def test_a_message_after_a_short_batch_starts_the_next_entry():
     # message ends it and is read as the next entry's.
     msgs = sized_entry(5, 0, 4)[:2] + sized_entry(5, 1, 2) + [FakeMessage.at(5, 2)]
     assert values(task((5, -1), (5, 1), ((5, 0, 2),)), FakeReader(msgs)) == [b"5:0:0", b"5:0:1", b"5:1:0", b"5:1:1"]
+
+
+def test_a_batch_whose_payloads_pyarrow_chunks_is_delivered_a_batch_per_chunk(monkeypatch):
+    # Past 2 GiB of payloads (Arrow's 32-bit offsets) pa.array returns a ChunkedArray: the batch is then cut where
+    # pyarrow cut the payloads, the bounded first entry's dropped rows still left out. Chunked here after 5 rows.
+    from pulsar_throttled_source.reading.arrow_rows import Columns
+
+    whole = Columns.value_array
+    monkeypatch.setattr(Columns, "value_array", lambda self: (lambda a: pa.chunked_array([a.slice(0, 5), a.slice(5)]))(whole(self)))
+    msgs = [m for e in range(5) for m in sized_entry(5, e, 4)]
+    part = task((5, 0), (5, 3), ((5, 1, 3),)).inside_entries((5, 1, 2), (5, 3, 1))
+    batches = list(_read_messages(FakeReader(msgs), part, plain))
+    assert all(isinstance(b, pa.RecordBatch) for b in batches)
+    assert [[row["value"] for row in b.to_pylist()] for b in batches] == \
+        [[b"5:1:2", b"5:1:3", b"5:2:0"], [b"5:2:1", b"5:2:2", b"5:2:3", b"5:3:0"]]

@@ -1,4 +1,4 @@
-"""Where a read task's reader starts (reading.read.reader_start): at the range's first planned entry,
+"""Where a read task's reader starts (reading.reader_start): at the range's first planned entry,
 inclusively, so the broker does not read the entry before the range for the client to drop."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pulsar
 
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading.read import reader_start
+from pulsar_throttled_source.reading.reader_start import reader_start
 
 CFG = ClientConfig("pulsar://broker:6650", (), (), None, 1000, 100)
 

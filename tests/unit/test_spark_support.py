@@ -148,7 +148,8 @@ def test_the_read_path_can_be_shipped_by_value_with_a_live_client_cached():
         live = client_cache.client_for(config)  # the driver process has used the cache
         cloudpickle.register_pickle_by_value(pulsar_throttled_source)
         shipped = cloudpickle.loads(cloudpickle.dumps(read_range))
-        cache = shipped.__globals__["drop_client"].__globals__["_CACHE"]
+        python_path = shipped.__globals__["read_path_for"].__globals__["PYTHON_PATH"]
+        cache = python_path.close.__globals__["drop_client"].__globals__["_CACHE"]
         print("RESULT", type(cache).__name__, len(cache._clients), client_cache.client_for(config) is live)
     """)
     (result,) = [line for line in out.splitlines() if line.startswith("RESULT ")]
