@@ -20,7 +20,7 @@ import pyarrow as pa
 from ..positions import BEFORE_EARLIEST
 from ..read_task import PartitionRange, ReadTask, ranges_of
 from .client_cache import drop_client, drop_native_client, open_native_reader, open_reader, park_native_reader
-from .errors import PartitionDeleted, report_missing
+from .errors import PartitionDeleted, report_missing, scrub_error
 from .native_library import native_library
 from .native_read import read_native_messages
 from .python_read import read_python_messages
@@ -30,9 +30,15 @@ from .task_lookup import TaskLookup
 
 def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
     """Yield the messages of each of the task's ranges in turn, one Arrow stream. Each range is read as it
-    would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again."""
-    for part in ranges_of(task):
-        yield from read_range(part)
+    would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again.
+    This is both read paths' error boundary: whatever fails leaves scrubbed of secrets."""
+    ranges = ranges_of(task)
+    try:
+        for part in ranges:
+            yield from read_range(part)
+    except Exception as e:
+        scrub_error(e, ranges[0].config)
+        raise
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:
