@@ -1,9 +1,10 @@
 """Where the admin API's credentials may follow a redirect: a broker answers a lookup of a topic it does not own
 with 307 to the owner, usually another host, and the owner needs the credentials (requests drops them on any host
-change, and the owner then answers 401). They follow only to the cluster's own hosts: the admin URL's host and
-port, and the brokers the cluster names, as the admin API lists them (GET /admin/v2/brokers/<cluster>, a
-superuser's call) or as a lookup of the redirected topic answers (its owner's web service URLs, which any role
-that may read the topic may ask). A redirect elsewhere, or from https to http, goes without them.
+change, and the owner then answers 401). They follow only to the cluster's own hosts: the admin URL's host, and
+the brokers the cluster names, as the admin API lists them (GET /admin/v2/brokers/<cluster>, a superuser's call)
+or as a lookup of the redirected topic answers (its owner's web service URLs, which any role that may read the
+topic may ask). Hosts are compared by name, any port: a broker's id names its plain HTTP port, its redirects may
+name its TLS one. A redirect elsewhere, or from https to http, goes without them.
 """
 
 from __future__ import annotations
@@ -20,25 +21,20 @@ import requests
 log = logging.getLogger(__name__)
 
 BROKER_LIST_REFRESH_S = 30.0  # the cluster's broker list is asked again at most this often (brokers come and go)
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _TOPIC_DOMAINS = ("persistent", "non-persistent")
 
-HostPort = tuple[str, int]
 
-
-def host_port(url: str) -> HostPort | None:
-    """(lowercased host, port) of an http(s) URL, the scheme's port when none is given; None when it has no host."""
+def host_of(url: str) -> str | None:
+    """The lowercased host name of a URL (an IPv6 address without brackets); None when it has none."""
     try:
-        parts = urlsplit(url)
-        port = parts.port or _DEFAULT_PORTS.get(parts.scheme, 0)
+        return urlsplit(url).hostname or None
     except ValueError:
         return None
-    return (parts.hostname.lower(), port) if parts.hostname else None
 
 
-def _broker_id(text: str) -> HostPort | None:
-    """A broker's id as the admin API lists it: host:port (its web service), or a URL."""
-    return host_port(text if "://" in text else f"http://{text}")
+def _broker_id(text: str) -> str | None:
+    """The host of a broker's id as the admin API lists it: host:port (its web service), or a URL."""
+    return host_of(text if "://" in text else f"http://{text}")
 
 
 def topic_of(url: str) -> str | None:
@@ -56,16 +52,16 @@ class ClusterHosts:
     where credentials always go) without following redirects and answers the JSON, or raises."""
 
     def __init__(self, admin_url: str, ask: Callable[[str], Any], clock: Callable[[], float] = time.monotonic) -> None:
-        admin = host_port(admin_url)
-        self._known: set[HostPort] = {admin} if admin else set()
+        admin = host_of(admin_url)
+        self._known: set[str] = {admin} if admin else set()
         self._ask = ask
         self._clock = clock
         self._listed_at: float | None = None
         self._lock = threading.Lock()
 
     def holds(self, url: str) -> bool:
-        """Whether `url` is on the admin URL's host and port or on a broker of the cluster (asked when not yet known)."""
-        target = host_port(url)
+        """Whether `url` is on the admin URL's host or a broker of the cluster (asked when not yet known)."""
+        target = host_of(url)
         if target is None:
             return False
         with self._lock:
@@ -99,7 +95,7 @@ class ClusterHosts:
             log.debug("the lookup of %s failed (%s)", topic, type(e).__name__)
             return
         for key in ("httpUrl", "httpUrlTls"):
-            found = host_port(str(answer.get(key) or "")) if isinstance(answer, dict) else None
+            found = host_of(str(answer.get(key) or "")) if isinstance(answer, dict) else None
             if found:
                 self._known.add(found)
 
@@ -115,8 +111,7 @@ class OwnerRedirectSession(requests.Session):
             return True
         if self.hosts is not None and self.hosts.holds(new_url):
             return False
-        target = host_port(new_url)
         log.warning("The admin API redirected a request to %s, which is not a broker of the cluster (neither admin.url's "
-                    "host nor one the cluster lists): the request goes there without the query's credentials.",
-                    f"{target[0]}:{target[1]}" if target else "a URL without a host")
+                    "host nor one the cluster names): the request goes there without the query's credentials.",
+                    host_of(new_url) or "a URL without a host")
         return True

@@ -31,10 +31,13 @@ from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
 from redis_server import PASSWORD as REDIS_PASSWORD
 from redis_server import redis_server
-from secured_broker import AUTH_PROVIDERS, SecuredBroker, secured_broker
+from secured_broker import AUTH_PROVIDERS, SUPERUSER, SecuredBroker, secured_broker
 from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
 
-from pulsar_throttled_source.admin_endpoint import without_userinfo
+from pulsar_throttled_source.admin_endpoint import AdminEndpoint, without_userinfo
+from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
+from pulsar_throttled_source.metadata.admin import PulsarAdmin
+from pulsar_throttled_source.metadata.owner_redirects import ClusterHosts
 
 TOKEN_LIFETIME_S = 10
 REFRESH_CHECK_S = 3
@@ -317,6 +320,34 @@ def test_a_role_without_the_permission_a_feature_needs_fails_at_planning_naming_
         .trigger(availableNow=True).start()
     message = failure_of(q, FAIL_BOUND_S * 2)
     assert "has no permission for it" in message and "the tenant's admin role" in message and "quotaSource" in message, message[:3000]
+
+
+def test_credentials_follow_redirects_to_the_hosts_the_real_cluster_names_and_no_other(sb, idp, topic):
+    """A 307 takes the admin credentials only to a host of the cluster (metadata/owner_redirects.py). What the broker
+    answers: a superuser lists the cluster's brokers (GET /admin/v2/brokers/<cluster>); the reader (consume only) is
+    refused that, and the topic's lookup names the owner instead. Either way the broker's web service (the host a
+    307 to the owner names) is known, and a stranger is not. The admin URL given is not the broker's, so nothing is
+    known before asking."""
+    name, _ = topic
+    partition = f"persistent/{name.split('://', 1)[1]}-partition-0"
+    owner = sb.admin_request("GET", f"/lookup/v2/topic/{partition}").json()["httpUrlTls"]  # as a 307 to it names it
+    owner_stats = f"{owner}/admin/v2/{partition}/internalStats"
+    assert owner.split("://")[1].split(":")[0] in ("127.0.0.1", "localhost")
+    superuser = sb.certs.client(SUPERUSER)
+    endpoints = {"superuser": AdminEndpoint(sb.admin_url_tls, None, TlsSettings(trust_file=str(sb.certs.ca),
+                                                                                client_cert=(str(superuser.cert), str(superuser.key)))),
+                 "reader": AdminEndpoint(sb.admin_url_tls, TokenAuth(token=idp.access_token("reader-client")),
+                                         TlsSettings(trust_file=str(sb.certs.ca)))}
+    for role, endpoint in endpoints.items():
+        admin = PulsarAdmin.at(endpoint)
+        try:
+            asked: list[str] = []
+            hosts = ClusterHosts("https://admin.invalid:1", lambda path: asked.append(path) or admin._ask(path))  # noqa: B023
+            assert hosts.holds(owner_stats), (role, asked)
+            assert any(p.startswith("lookup/") for p in asked) == (role == "reader"), (role, asked)  # the list sufficed
+            assert not hosts.holds(owner_stats.replace(owner, "https://stranger.invalid:8443")), role
+        finally:
+            admin.close()
 
 
 # ---------------------------------------------------------------------------------------

@@ -66,8 +66,8 @@ class _Scripted(BaseHTTPRequestHandler):
         pass
 
 
-def _serve() -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+def _serve(host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, 0), _Scripted)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
@@ -258,26 +258,26 @@ def test_admin_follows_owner_redirects_with_credentials_to_the_brokers_the_clust
     """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and port: the
     request is followed, and the token goes with it (requests drops it by default) to a broker the cluster lists
     (GET /admin/v2/brokers/<cluster>), never to a stranger (a WARN says so)."""
-    owner, stranger = _serve(), _serve()
+    owner, stranger = _serve("127.0.0.2"), _serve("127.0.0.3")  # other hosts than the admin URL's
     try:
         owner_port, stranger_port = owner.server_address[1], stranger.server_address[1]
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.1:{owner_port}/admin/v2/persistent/public/default"),
-                              (200, b'["standalone"]'), (200, f'["127.0.0.1:{owner_port}"]'.encode()), 200]
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"),
+                              (200, b'["standalone"]'), (200, f'["127.0.0.2:{owner_port}"]'.encode()), 200]
         admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
         assert admin.list_topics("public/default") == []
         assert _Scripted.seen == [("GET", "/admin/v2/persistent/public/default"), ("GET", "/admin/v2/clusters"),
                                   ("GET", "/admin/v2/brokers/standalone"), ("GET", "/admin/v2/persistent/public/default")]
         assert _Scripted.seen_auth == ["Bearer tok3n"] * 4
         # The list is known now: the next redirect to the owner asks nothing more.
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.1:{owner_port}/admin/v2/persistent/public/default"), 200]
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"), 200]
         assert admin.list_topics("public/default") == [] and _Scripted.seen_auth[-2:] == ["Bearer tok3n"] * 2
 
         caplog.set_level(logging.WARNING)
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.1:{stranger_port}/admin/v2/persistent/public/default"), 401]
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.3:{stranger_port}/admin/v2/persistent/public/default"), 401]
         with pytest.raises(AdminError, match="HTTP 401"):
             admin.list_topics("public/default")
         assert _Scripted.seen_auth[-2:] == ["Bearer tok3n", None]  # the stranger got no token
-        assert f"redirected a request to 127.0.0.1:{stranger_port}, which is not a broker of the cluster" in caplog.text
+        assert "redirected a request to 127.0.0.3, which is not a broker of the cluster" in caplog.text
     finally:
         for server in (owner, stranger):
             server.shutdown()
@@ -286,9 +286,9 @@ def test_admin_follows_owner_redirects_with_credentials_to_the_brokers_the_clust
 
 def test_a_role_that_may_not_list_brokers_takes_its_credentials_to_the_owner_its_lookup_names(stub_admin_api):
     """The broker list is a superuser's call; a reading role learns the owner from the topic's lookup."""
-    owner = _serve()
+    owner = _serve("127.0.0.2")
     try:
-        owner_url = f"http://127.0.0.1:{owner.server_address[1]}"
+        owner_url = f"http://127.0.0.2:{owner.server_address[1]}"
         stats = "/admin/v2/persistent/public/default/t/internalStats"
         _Scripted.statuses = [(307, b"", owner_url + stats), (401, b"not a superuser"),
                               (200, f'{{"httpUrl": "{owner_url}", "brokerUrl": "pulsar://127.0.0.1:6650"}}'.encode()),
@@ -303,19 +303,22 @@ def test_a_role_that_may_not_list_brokers_takes_its_credentials_to_the_owner_its
         owner.server_close()
 
 
-def test_cluster_hosts_compare_hosts_and_ports_of_any_url():
+def test_cluster_hosts_are_the_admin_urls_and_the_brokers_the_cluster_names():
     asked: list[str] = []
 
     def ask(path: str):
         asked.append(path)
-        return {"admin/v2/clusters": ["c"], "admin/v2/brokers/c": ["Broker-1.example:8080", "[2001:db8::1]:8443"]}.get(path, {})
+        answers = {"admin/v2/clusters": ["c"], "admin/v2/brokers/c": ["Broker-1.example:8080", "[2001:db8::1]:8080"],
+                   "lookup/v2/topic/persistent/a/b/c": {"httpUrl": "http://owner.example:8080", "httpUrlTls": "https://owner.example:8443"}}
+        return answers.get(path, {})
 
     hosts = ClusterHosts("https://admin.example", ask)
-    assert hosts.holds("https://ADMIN.example:443/x") and not asked  # the admin URL's own host and (default) port
-    assert not hosts.holds("https://admin.example:8443/x")  # another port of that host is another service
-    assert hosts.holds("http://broker-1.example:8080/admin/v2/x") and hosts.holds("https://[2001:db8::1]:8443/y")
-    assert not hosts.holds("http://evil.example:8080/admin/v2/persistent/a/b/c/stats")
-    assert asked == ["admin/v2/clusters", "admin/v2/brokers/c", "lookup/v2/topic/persistent/a/b/c"]  # listed once per 30 s
+    assert hosts.holds("https://ADMIN.example:8443/x") and not asked  # the admin URL's own host
+    assert hosts.holds("https://broker-1.example:8443/admin/v2/x") and hosts.holds("https://[2001:db8::1]:8443/y")
+    assert not hosts.holds("http://evil.example:8080/admin/v2/persistent/a/b/d/stats")
+    assert hosts.holds("https://owner.example:8443/admin/v2/persistent/a/b/c/stats")  # its lookup names it
+    assert asked == ["admin/v2/clusters", "admin/v2/brokers/c", "lookup/v2/topic/persistent/a/b/d",
+                     "lookup/v2/topic/persistent/a/b/c"]  # the broker list asked once per 30 s
     assert topic_of("http://h/admin/v2/non-persistent/a/b/c-partition-1/stats") == "non-persistent://a/b/c-partition-1"
     assert topic_of("http://h/admin/v2/namespaces/a/b") is None
 
