@@ -115,13 +115,22 @@ def url(opts: Opts, name: str, userinfo_allowed: bool = False) -> str:
     except ValueError:
         port_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
-        raise ValueError(f"Option '{name}': '{redacted(raw)}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+        raise ValueError(f"Option '{name}': {_shown(raw)} is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
     user, password = userinfo(raw)
     if (user is not None or password is not None) and not userinfo_allowed:
         raise ValueError(f"Option '{name}': '{redacted(raw)}' holds a user name or password, which would reach logs, error "
                          f"messages and what Spark shows of the options; {_CREDENTIALS_GO[name]}, and the URL as "
                          f"{without_userinfo(raw)}.")
     return raw.rstrip("/")
+
+
+def _shown(raw: str) -> str:
+    """A URL option's value for a message: quoted without its password; not at all where an '@' is left that no
+    URL parser takes for the end of user-info (an unencoded '/', '?' or '#' in a password)."""
+    shown = redacted(raw)
+    if "@" in without_userinfo(raw):
+        return "(value not shown: it holds an '@' outside a user-info)"
+    return f"'{shown}'"
 
 
 # Where a credential written into a URL option goes instead.
@@ -143,7 +152,7 @@ def quota_store(opts: Opts) -> QuotaStoreEndpoint | None:
             raise ValueError("Option 'quotaStorePassword' applies only with 'quotaStore' (a Redis server); set quotaStore, "
                              "or remove quotaStorePassword.")
         return None
-    shown = redacted(raw)
+    shown = _shown(raw)
     parsed = urlparse(raw)
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
@@ -151,11 +160,11 @@ def quota_store(opts: Opts) -> QuotaStoreEndpoint | None:
     except ValueError:
         port_ok = db_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok or not db_ok:
-        raise ValueError(f"Option 'quotaStore': '{shown}' is not a valid store URL; expected "
+        raise ValueError(f"Option 'quotaStore': {shown} is not a valid store URL; expected "
                          f"{' or '.join(s + '://[user@]host:port[/db]' for s in spec.allowed)}, or unset for the SQLite file.")
     user, url_password = userinfo(raw)
     if url_password is not None:
-        raise ValueError(f"Option 'quotaStore': '{shown}' holds a password, which Spark would show in query plans, the Spark "
+        raise ValueError(f"Option 'quotaStore': {shown} holds a password, which Spark would show in query plans, the Spark "
                          "UI and its event log (it hides only values whose option name or value matches "
                          "spark.redaction.regex); give the password with option 'quotaStorePassword' (Spark hides its value) "
                          f"and the URL as {without_userinfo(raw).replace('://', '://' + (user + '@' if user else ''), 1)}.")

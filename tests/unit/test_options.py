@@ -321,3 +321,12 @@ def test_help_on_the_data_source_shows_every_option_and_its_default():
     for spec in SPECS:
         default = f" (default: {spec.readme_default})" if spec.readme_default else ""
         assert f"{spec.name}{default}\n" in shown, spec.name
+
+
+@pytest.mark.parametrize("option,url", [("admin.url", "http://reader:pw/123@broker.example:8080"),
+                                        ("quotaStore", "redis://:pw?123@redis.example:6379/0")])
+def test_a_url_whose_password_no_parser_can_find_is_not_echoed(option, url):
+    """An unencoded '/' or '?' in a password ends the authority early: the value is refused without being shown."""
+    with pytest.raises(ValueError, match=rf"Option '{option}': \(value not shown: it holds an '@' outside a user-info\) is not a valid") as error:
+        parse(**{option: url})
+    assert "123" not in str(error.value)
