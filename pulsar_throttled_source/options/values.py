@@ -118,8 +118,8 @@ def url(opts: Opts, name: str, userinfo_allowed: bool = False) -> str:
         raise ValueError(f"Option '{name}': {_shown(raw)} is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
     user, password = userinfo(raw)
     if (user is not None or password is not None) and not userinfo_allowed:
-        raise ValueError(f"Option '{name}': '{redacted(raw)}' holds a user name or password, which would reach logs, error "
-                         f"messages and what Spark shows of the options; {_CREDENTIALS_GO[name]}, and the URL as "
+        raise ValueError(f"Option '{name}': '{redacted(raw)}' holds a user name or password, which the source keeps out "
+                         f"of URLs (they reach logs and error messages); {_CREDENTIALS_GO[name]}, and the URL as "
                          f"{without_userinfo(raw)}.")
     return raw.rstrip("/")
 
