@@ -56,8 +56,8 @@ class AdaptiveThrottle:
             signals.append(self._batches)
         adaptive = self._options.adaptive
         if adaptive is not None and adaptive.metrics_url is not None and self._admin is not None:
-            admin, url = self._admin, adaptive.metrics_url
-            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency"),
+            admin, url, credentials = self._admin, adaptive.metrics_url, adaptive.metrics_credentials
+            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency", credentials),
                                                 factor=adaptive.publish_latency_ratio))
         return signals
 

@@ -1,10 +1,12 @@
-"""Where and how to reach the admin REST API (``AdminEndpoint``), for planning's sessions and read tasks', and
-``redacted``: a URL without its password, for option values, metrics URLs and quota-store errors."""
+"""Where and how to reach the admin REST API (``AdminEndpoint``) and a Redis quota store (``QuotaStoreEndpoint``),
+and the URL helpers that keep passwords out of every text: ``redacted`` (a URL without its password),
+``without_userinfo`` (a URL without user name and password), ``userinfo`` (what it held); credentials.scrub hides
+them in free texts. Credentials travel beside a URL, never inside it."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit
 
 from .credentials import Credentials, TlsSettings
 
@@ -14,12 +16,64 @@ class AdminEndpoint:
     """Where and how to reach the admin REST API: built once from the options (SourceOptions.admin),
     carried by every read task (ClientConfig.admin), opened by metadata.admin.PulsarAdmin."""
 
-    url: str = ""
+    url: str = ""  # never holds a user name or password (options refuse them)
     credentials: Credentials | None = None  # shows no secret in its repr
     tls: TlsSettings = TlsSettings()
     timeout_ms: int = 30_000  # per request
 
 
+@dataclass(frozen=True)
+class QuotaStoreEndpoint:
+    """A Redis server holding quota buckets (option quotaStore): its URL without user-info, and the user name and
+    password beside it (quotaStorePassword), the password never shown in a repr."""
+
+    url: str  # redis://host:port/db or rediss://...
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+
+    def secrets(self) -> tuple[str, ...]:
+        return (self.password,) if self.password else ()
+
+
+def _netloc_span(url: str) -> tuple[int, int] | None:
+    """Where the URL's authority (user-info@host:port) lies in `url`, as urllib splits it; None without one."""
+    try:
+        netloc = urlsplit(url).netloc
+    except ValueError:  # e.g. an unbalanced '[' of an IPv6 host
+        netloc = url.partition("://")[2].split("/", 1)[0] if "://" in url else ""
+    if not netloc:
+        return None
+    start = url.find("//" + netloc)
+    return (start + 2, start + 2 + len(netloc)) if start >= 0 else None
+
+
+def userinfo(url: str) -> tuple[str | None, str | None]:
+    """The URL's user name and password (percent-decoded), each None when absent. urllib takes the authority's
+    user-info up to its last '@', so a password holding '@' or ':' is whole."""
+    span = _netloc_span(url)
+    if span is None or "@" not in url[span[0]:span[1]]:
+        return None, None
+    info = url[span[0]:span[1]].rpartition("@")[0]
+    user, colon, password = info.partition(":")
+    return unquote(user) or None, unquote(password) if colon else None
+
+
 def redacted(url: str) -> str:
-    """The URL without its password (redis://user:secret@host -> redis://user:***@host)."""
-    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+    """The URL with its password replaced by *** (redis://user:secret@host -> redis://user:***@host), for any
+    legal URL (a password holding ':' or '@', an IPv6 host, a port); the rest of the text unchanged."""
+    span = _netloc_span(url)
+    if span is None:
+        return url
+    netloc = url[span[0]:span[1]]
+    info, at, host = netloc.rpartition("@")
+    if not at or ":" not in info:
+        return url
+    return url[:span[0]] + info.partition(":")[0] + ":***@" + host + url[span[1]:]
+
+
+def without_userinfo(url: str) -> str:
+    """The URL without user name and password (http://u:p@host:8080/x -> http://host:8080/x)."""
+    span = _netloc_span(url)
+    if span is None or "@" not in url[span[0]:span[1]]:
+        return url
+    return url[:span[0]] + url[span[0]:span[1]].rpartition("@")[2] + url[span[1]:]

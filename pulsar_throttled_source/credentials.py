@@ -13,8 +13,9 @@ Below every layer (options build them, metadata and reading use them).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 
 @dataclass(frozen=True)
@@ -101,11 +102,22 @@ class AthenzAuth:
 Credentials = TokenAuth | TlsAuth | OAuth2Auth | BasicAuth | AthenzAuth
 
 
-def scrub(text: str, credentials: Credentials | None) -> str:
-    """`text` with every secret of `credentials` replaced by ***."""
-    for secret in credentials.secrets() if credentials else ():
-        text = text.replace(secret, "***")
-    return text
+class HasSecrets(Protocol):
+    def secrets(self) -> tuple[str, ...]: ...
+
+
+# scheme://user:password@ in a free text: the user-info runs to the last '@' before a space or the path.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/?#@]*):[^\s/?#]*@")
+
+
+def scrub(text: str, *holders: HasSecrets | None) -> str:
+    """`text` with every secret of `holders` (credentials, a quota store's endpoint) and the password of every URL
+    in it replaced by ***: the one scrub of every error boundary (admin API errors, read tasks' errors)."""
+    for holder in holders:
+        for secret in holder.secrets() if holder is not None else ():
+            if secret:
+                text = text.replace(secret, "***")
+    return _URL_PASSWORD.sub(r"\1:***@", text)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ class QuotaEngines:
 
             assert self._query_id is not None, "the query's identity is known before its first plan"
             o, adaptive = self._options, self._adaptive
-            store = open_quota_store(o.quota_store_url, o.quota_state_path)
+            store = open_quota_store(o.quota_store, o.quota_state_path)
             self._engine = QuotaEngine(replace(o.quota, query_id=self._query_id), store, self._clock,
                                        adaptive.multiplier(store) if adaptive else None, adaptive.note if adaptive else None)
         return self._engine

@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .credentials import BasicAuth
+
 ThrottlingMode = Literal["precise", "batch"]
 
 
@@ -59,7 +61,8 @@ class AdaptiveConfig:
     increase: float = 0.05  # a window with no signal fired: m <- m + increase
     window_ms: int = 10_000  # one decision per window per cluster; windows are aligned to the epoch
     trigger_interval_ms: int | None = None  # the query's trigger interval, for the batchDuration signal (None: off)
-    metrics_url: str | None = None  # the broker's Prometheus page, for the publishLatency signal (None: off)
+    metrics_url: str | None = None  # the broker's Prometheus page, for the publishLatency signal (None: off); no user-info
+    metrics_credentials: BasicAuth | None = None  # the metrics URL's user and password (None: the admin API's credentials)
     publish_latency_ratio: float = 2.0  # publishLatency fires over this many times the broker's running minimum p99
     slow_start: bool = True  # the first windows start at min_multiplier and double m until the first decrease
 

@@ -7,7 +7,7 @@ Below planning (which builds them) and reading (which runs them), so neither imp
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.datasource import InputPartition
@@ -27,7 +27,9 @@ class ClientConfig:
     options in one place, SourceOptions.read_task_config."""
 
     service_url: str
-    client_kwargs: tuple[tuple[str, Any], ...]
+    # pulsar.client.* settings: out of the repr (every PartitionRange's), as out of SourceOptions': what a
+    # pass-through setting holds is the user's, and a repr reaches logs and errors.
+    client_kwargs: tuple[tuple[str, Any], ...] = field(repr=False)
     reader_kwargs: tuple[tuple[str, Any], ...]
     credentials: Credentials | None  # shows no secret in its repr
     poll_timeout_ms: int

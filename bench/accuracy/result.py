@@ -51,6 +51,8 @@ def query_options(bench: Bench, scenario: Scenario, topic: str, subscription: st
         scenario.quota_option: scenario.quota, "quotaStatePath": quota_state,
         "metadataRefreshIntervalMs": 500, "progressPerPartition": "true",  # the recorder reads each partition's backlog
     }
-    if store_url:
-        options["quotaStore"] = store_url
+    if store_url:  # the server's URL with its password: the password goes in its own option (Spark hides it)
+        from pulsar_throttled_source.admin_endpoint import userinfo, without_userinfo
+
+        options["quotaStore"], options["quotaStorePassword"] = without_userinfo(store_url), userinfo(store_url)[1] or ""
     return options

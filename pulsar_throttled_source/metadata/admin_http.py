@@ -9,7 +9,8 @@ a timeout or an HTTP 5xx is retried for up to `retry_timeout_s` after the first 
 outage (a broker restart); a wrong `admin.url` still fails at the first request.
 
 A topic whose ownership moves between brokers (bundle unload, load shedding, rolling restart) is
-answered with 307 to the new owner (followed, credentials kept) or 412/503 with a reason such as
+answered with 307 to the new owner (followed, credentials kept only to the cluster's own hosts:
+owner_redirects) or 412/503 with a reason such as
 "Can't find owner" or "is being unloaded": such answers come from a broker, so they are retried
 within the same budget from the very first request.
 """
@@ -20,14 +21,14 @@ import logging
 import re
 from collections import Counter
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import requests
 
-from ..admin_endpoint import AdminEndpoint, redacted
-from ..credentials import Credentials, TlsSettings
+from ..admin_endpoint import AdminEndpoint, userinfo, without_userinfo
+from ..credentials import BasicAuth, Credentials, TlsSettings, scrub
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
 from .admin_auth import AuthenticationFailed, authenticator
+from .owner_redirects import ClusterHosts, OwnerRedirectSession
 from .service_tls import certificate_fix
 
 log = logging.getLogger(__name__)
@@ -65,15 +66,6 @@ NO_CLIENT_TLS = TlsSettings()  # the system's trust store, hostnames checked, no
 POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + lookup_scheduler.CONCURRENT_LOOKUPS + the planning thread
 
 
-class _OwnerRedirectSession(requests.Session):
-    """A session that keeps credentials when a broker redirects a lookup (307) to the broker that
-    owns the topic: requests drops them on any host or port change, and the owner then answers
-    401. They are still dropped on a downgrade from https to http."""
-
-    def should_strip_auth(self, old_url: str, new_url: str) -> bool:
-        return urlparse(old_url).scheme == "https" and urlparse(new_url).scheme != "https"
-
-
 _Session = TypeVar("_Session", bound="AdminHttp")
 
 
@@ -88,14 +80,21 @@ class AdminHttp:
 
     def __init__(self, admin_url: str, timeout_s: float = 10.0, credentials: Credentials | None = None,
                  tls: TlsSettings = NO_CLIENT_TLS, retry_timeout_s: float = 0.0, known_good: bool = False) -> None:
-        self.base = admin_url.rstrip("/")
+        # The URL shown in reprs, logs and errors never holds user-info: options refuse it; a URL given here with
+        # one authenticates with it (as requests would), beside the URL.
+        user, password = userinfo(admin_url)
+        if credentials is None and (user or password):
+            credentials = BasicAuth(user or "", password or "")
+        self.base = without_userinfo(admin_url).rstrip("/")
+        self._credentials = credentials
         self.timeout_s = timeout_s
         self.retry_timeout_s = retry_timeout_s  # 0: no retries
         # Retries start only after the API has answered once, unless the URL is known good (read
         # tasks: the driver planned with it, so a failure there is an outage, not a wrong URL).
         self._answered = known_good
         self._outage = Outage(retry_timeout_s)  # one budget for all calls made during one outage
-        self._session = _OwnerRedirectSession()
+        self._session = OwnerRedirectSession()
+        self._session.hosts = ClusterHosts(self.base, self._ask)  # where a redirect may take the credentials
         # Planning asks from several threads at once (catalog refresh, entry lookups): keep a
         # connection for each, or urllib3 discards and reopens them (its default keeps 10).
         adapter = _Adapter(tls.validate_hostname, pool_maxsize=POOLED_CONNECTIONS)
@@ -124,8 +123,16 @@ class AdminHttp:
         `what` says what is being done, for messages. `not_found`: raise TopicNotFound with this
         message on 404. `expect`: a key the JSON object must have, or the type of the JSON value. A
         broker that is stopping or starting answers some requests with 200 and an error object (a
-        stack trace) instead: such an answer counts as a transient failure, never as "no partitions"."""
+        stack trace) instead: such an answer counts as a transient failure, never as "no partitions".
+        Every error leaves scrubbed (credentials.scrub): no secret of the credentials, no URL's password."""
+        try:
+            return self._call(method, path, what, json=json, params=params, not_found=not_found, expect=expect, api=api)
+        except AdminError as e:
+            e.args = (scrub(str(e), self._credentials),)
+            raise
 
+    def _call(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
+              expect: str | type | None, api: str) -> Any:
         def retried(error: BaseException) -> bool:
             return isinstance(error, _Transient) and admin_failure_retried(method, self.retry_timeout_s, self._answered,
                                                                            error.from_broker)
@@ -152,17 +159,25 @@ class AdminHttp:
         self._answered = True
         return result
 
-    def get_text(self, url: str, what: str) -> str:
-        """GET a page of the broker's web service beside the admin API (its Prometheus /metrics), with this session's
-        credentials and TLS; one attempt, no retries (a caller that cannot read it goes on without). Raises AdminError."""
-        shown = redacted(url)  # a password in the URL reaches no log, error or progress report
+    def get_text(self, url: str, what: str, credentials: Credentials | None = None) -> str:
+        """GET a page of the broker's web service beside the admin API (its Prometheus /metrics), with `credentials`
+        (a proxy's in front of it), else this session's, and its TLS; one attempt, no retries (a caller that cannot
+        read it goes on without). Raises AdminError."""
+        shown = without_userinfo(url)  # a password in the URL reaches no log, error or progress report
         try:
-            resp = self._session.get(url, timeout=self.timeout_s, verify=self._verify)
+            resp = self._session.get(url, timeout=self.timeout_s, verify=self._verify, auth=authenticator(credentials))
         except (AuthenticationFailed, requests.exceptions.RequestException) as e:
             raise AdminError(f"Cannot read {shown} while {what} ({type(e).__name__})") from None
         if resp.status_code >= 400:
             raise AdminError(f"{shown} answered HTTP {resp.status_code} while {what}")
         return resp.text
+
+    def _ask(self, path: str) -> Any:
+        """GET the admin URL's own {path} (credentials go there), redirects not followed: the JSON, else raises."""
+        resp = self._session.get(f"{self.base}/{path}", timeout=self.timeout_s, verify=self._verify, allow_redirects=False)
+        if resp.status_code != 200:
+            raise requests.exceptions.HTTPError(f"HTTP {resp.status_code}")
+        return resp.json()
 
     def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
                    expect: str | type | None, api: str) -> Any:

@@ -14,9 +14,9 @@ are kept out of repr and error messages.
 
 from __future__ import annotations
 
-from .model import EndSpec, QuotaSource, Secret, SourceOptions, StartSpec
+from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
 from .parse import parse_options
 from .spec import OPTIONS, PREFIX_OPTIONS, SETTINGS, SPECS, OptionSpec, SettingSpec
 
-__all__ = ["OPTIONS", "PREFIX_OPTIONS", "SETTINGS", "SPECS", "OptionSpec", "QuotaSource", "Secret", "SettingSpec",
+__all__ = ["OPTIONS", "PREFIX_OPTIONS", "SETTINGS", "SPECS", "OptionSpec", "QuotaSource", "SettingSpec",
            "SourceOptions", "StartSpec", "EndSpec", "parse_options"]

@@ -1,4 +1,4 @@
-"""What parsing produces: the frozen SourceOptions, the start position request, and Secret."""
+"""What parsing produces: the frozen SourceOptions and the start and end position requests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..admin_endpoint import AdminEndpoint
+from ..admin_endpoint import AdminEndpoint, QuotaStoreEndpoint
 from ..credentials import Credentials, TlsSettings
 from ..positions import EntryPosition, MessagePosition
 from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
@@ -20,13 +20,6 @@ QuotaSource = Literal["options", "broker", "both"]
 # Under quotas a read task's reader asks the broker for a sixteenth of its range at a time, which
 # bounds what the broker reads past the range (reading.receiver_queue).
 THROTTLED_READ_AHEAD_SHARE = 16
-
-
-class Secret(str):
-    """A string that never shows its value in repr or str formatting of containers."""
-
-    def __repr__(self) -> str:
-        return "'***'"
 
 
 @dataclass(frozen=True)
@@ -100,7 +93,7 @@ class SourceOptions:
     quota_source: QuotaSource
     policy_refresh_ms: int
     quota_state_path: str
-    quota_store_url: Secret | None  # None: the SQLite file at quota_state_path
+    quota_store: QuotaStoreEndpoint | None  # quotaStore, quotaStorePassword; None: the SQLite file at quota_state_path
     private_key_path: str | None
     public_key_path: str | None
     crypto_failure_action: str

@@ -10,7 +10,10 @@ import importlib.util
 import json
 import re
 from collections.abc import Mapping
+from typing import Any
 
+from ..admin_endpoint import userinfo, without_userinfo
+from ..credentials import BasicAuth
 from ..positions import EntryPosition, MessagePosition
 from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
@@ -90,7 +93,7 @@ def _parsed(opts: Opts) -> SourceOptions:
         quota_source=quota_source,
         policy_refresh_ms=values.number(opts, "policyRefreshIntervalMs"),
         quota_state_path=values.path(opts, "quotaStatePath"),
-        quota_store_url=values.store_url(opts, "quotaStore"),
+        quota_store=values.quota_store(opts),
         private_key_path=values.key_path(opts, "encryption.privateKeyPath"),
         public_key_path=values.key_path(opts, "encryption.publicKeyPath"),
         crypto_failure_action=str(values.choice(opts, "cryptoFailureAction")),
@@ -261,7 +264,7 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
                             window_ms=values.duration_ms(opts, "adaptiveThrottlingWindow"),
                             trigger_interval_ms=(values.duration_ms(opts, "adaptiveThrottlingTriggerInterval")
                                                  if values.is_set(opts, "adaptiveThrottlingTriggerInterval") else None),
-                            metrics_url=metrics_url(opts),
+                            **metrics_page(opts),
                             publish_latency_ratio=1 + values.number(opts, "adaptiveThrottlingPublishLatencyPercent") / 100,
                             slow_start=values.flag(opts, "adaptiveThrottlingSlowStart"))
     if not values.flag(opts, "adaptiveThrottling"):
@@ -276,15 +279,19 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
     return config
 
 
-def metrics_url(opts: Opts) -> str | None:
-    """adaptiveThrottlingMetricsUrl, checked; its parser (prometheus-client) is an extra: missing, a clear error now."""
+def metrics_page(opts: Opts) -> dict[str, Any]:
+    """adaptiveThrottlingMetricsUrl, checked, as metrics_url (never with user-info) and metrics_credentials (the URL's
+    user and password, for a proxy in front of the page: Spark hides the value of an option whose name holds "url");
+    its parser (prometheus-client) is an extra: missing, a clear error now."""
     if not values.is_set(opts, "adaptiveThrottlingMetricsUrl"):
-        return None
-    url = values.url(opts, "adaptiveThrottlingMetricsUrl")
+        return {}
+    url = values.url(opts, "adaptiveThrottlingMetricsUrl", userinfo_allowed=True)
     if importlib.util.find_spec("prometheus_client") is None:
         raise ValueError("Option 'adaptiveThrottlingMetricsUrl' needs the prometheus-client package to read the broker's "
                          "metrics: pip install 'pulsar-throttled-source[adaptive]', or remove the option.")
-    return url
+    user, password = userinfo(url)
+    return {"metrics_url": without_userinfo(url),
+            "metrics_credentials": BasicAuth(user or "", password or "") if user or password else None}
 
 
 def durable_subscription(opts: Opts) -> bool:

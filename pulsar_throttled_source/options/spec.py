@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 # How a value is read (values.py): int (bounded), quota (positive or -1), bool, choice, url,
+# store (a Redis URL without a password), secret (a value never shown: its name makes Spark hide it),
 # name (a string with an allowed pattern), duration (milliseconds, or a number and a unit as Spark's
 # time strings: 30s, 15m), path (blank: the default), key_path (a PEM file path),
 # and kinds read by a cross-option rule in parse.py: topic(s), pattern, start, prefix (pulsar.*.*).
-Kind = Literal["int", "quota", "bool", "choice", "url", "store", "name", "path", "key_path", "topic", "topics", "pattern", "start", "end",
+Kind = Literal["int", "quota", "bool", "choice", "url", "store", "secret", "name", "path", "key_path", "topic", "topics", "pattern", "start", "end",
                "prefix", "duration"]
 
 MS = "milliseconds"
@@ -173,8 +174,11 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("quotaStatePath", "path", f"{TMP}/pulsar-throttled-{USER}/quota.sqlite",
                "SQLite file holding the quota buckets shared by this user's queries on this host (its folder is private to the user; buckets unused for a day are purged)."),
     OptionSpec("quotaStore", "store", None,
-               "Where topic and subscription quota buckets live: unset for the SQLite file at quotaStatePath (queries on this host), or a Redis server shared by queries on any host, redis://[[user]:password@]host:port[/db] (rediss:// for TLS); the password never reaches logs.",
+               "Where topic and subscription quota buckets live: unset for the SQLite file at quotaStatePath (queries on this host), or a Redis server shared by queries on any host, redis://[user@]host:port[/db] (rediss:// for TLS), its password in quotaStorePassword (a password in the URL is refused: Spark would show it).",
                allowed=("redis", "rediss"), shown="(SQLite)"),
+    OptionSpec("quotaStorePassword", "secret", None,
+               "With quotaStore: the Redis server's password (Spark hides the value of an option whose name holds \"password\" "
+               "in query plans, the Spark UI and its event log; the source shows it nowhere)."),
     OptionSpec("encryption.privateKeyPath", "key_path", None, "PEM private key (a path readable on every executor) to read end-to-end encrypted topics; without it an encrypted topic fails the query at once, naming it."),
     OptionSpec("encryption.publicKeyPath", "key_path", None, "Matching PEM public key path, if your key reader setup needs one (readers only need the private key)."),
     _choice("cryptoFailureAction", "fail", ("fail", "discard", "consume"),

@@ -14,8 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlparse
 
-from ..admin_endpoint import redacted
-from .model import Secret
+from ..admin_endpoint import QuotaStoreEndpoint, redacted, userinfo, without_userinfo
 from .spec import BY_NAME, TMP, USER, OptionSpec
 
 Opts = Mapping[str, str]
@@ -105,9 +104,9 @@ def choice(opts: Opts, name: str, *, unset: str | None = None) -> str | None:
     return text
 
 
-def url(opts: Opts, name: str) -> str:
-    """A URL with one of the spec's schemes, a host and a valid port; trailing '/' dropped.
-    A given but blank URL is an error, not the default."""
+def url(opts: Opts, name: str, userinfo_allowed: bool = False) -> str:
+    """A URL with one of the spec's schemes, a host and a valid port, without user-info unless `userinfo_allowed`
+    (the caller then takes it out); trailing '/' dropped. A given but blank URL is an error, not the default."""
     spec = _spec(name, ("url",))
     raw = str(opts.get(spec.key, spec.default)).strip()
     parsed = urlparse(raw)
@@ -116,16 +115,44 @@ def url(opts: Opts, name: str) -> str:
     except ValueError:
         port_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
-        raise ValueError(f"Option '{name}': '{redacted(raw)}' is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+        raise ValueError(f"Option '{name}': {_shown(raw)} is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+    user, password = userinfo(raw)
+    if (user is not None or password is not None) and not userinfo_allowed:
+        raise ValueError(f"Option '{name}': '{redacted(raw)}' holds a user name or password, which the source keeps out "
+                         f"of URLs (they reach logs and error messages); {_CREDENTIALS_GO[name]}, and the URL as "
+                         f"{without_userinfo(raw)}.")
     return raw.rstrip("/")
 
 
-def store_url(opts: Opts, name: str) -> Secret | None:
-    """A store URL (it may carry a password: never echoed), or None when unset or blank."""
-    spec = _spec(name, ("store",))
+def _shown(raw: str) -> str:
+    """A URL option's value for a message: quoted without its password; not at all where an '@' is left that no
+    URL parser takes for the end of user-info (an unencoded '/', '?' or '#' in a password)."""
+    shown = redacted(raw)
+    if "@" in without_userinfo(raw):
+        return "(value not shown: it holds an '@' outside a user-info)"
+    return f"'{shown}'"
+
+
+# Where a credential written into a URL option goes instead.
+_ADMIN_CREDENTIALS = ('give the admin API\'s credentials with pulsar.admin.authPluginClassName and pulsar.admin.authParams '
+                      '(a user and password: pulsar.admin.authPluginClassName=basic, pulsar.admin.authParams='
+                      '{"userId": "...", "password": "..."}; they default to pulsar.client.*)')
+_CREDENTIALS_GO = {"admin.url": _ADMIN_CREDENTIALS,
+                   "service.url": "give the client's credentials with pulsar.client.authPluginClassName and pulsar.client.authParams"}
+
+
+def quota_store(opts: Opts) -> QuotaStoreEndpoint | None:
+    """quotaStore (a Redis URL, user name allowed, password refused) with quotaStorePassword, or None when unset or
+    blank (the SQLite file). The password never reaches a URL, a repr or a message."""
+    spec = _spec("quotaStore", ("store",))
     raw = str(opts.get(spec.key, "")).strip()
+    password = secret(opts, "quotaStorePassword")
     if not raw:
+        if password is not None:
+            raise ValueError("Option 'quotaStorePassword' applies only with 'quotaStore' (a Redis server); set quotaStore, "
+                             "or remove quotaStorePassword.")
         return None
+    shown = _shown(raw)
     parsed = urlparse(raw)
     try:
         port_ok = parsed.port is None or 0 < parsed.port < 65536
@@ -133,10 +160,21 @@ def store_url(opts: Opts, name: str) -> Secret | None:
     except ValueError:
         port_ok = db_ok = False
     if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok or not db_ok:
-        shown = redacted(raw)
-        raise ValueError(f"Option '{name}': '{shown}' is not a valid store URL; expected "
-                         f"{' or '.join(s + '://[[user]:password@]host:port[/db]' for s in spec.allowed)}, or unset for the SQLite file.")
-    return Secret(raw)
+        raise ValueError(f"Option 'quotaStore': {shown} is not a valid store URL; expected "
+                         f"{' or '.join(s + '://[user@]host:port[/db]' for s in spec.allowed)}, or unset for the SQLite file.")
+    user, url_password = userinfo(raw)
+    if url_password is not None:
+        raise ValueError(f"Option 'quotaStore': {shown} holds a password, which Spark would show in query plans, the Spark "
+                         "UI and its event log (it hides only values whose option name or value matches "
+                         "spark.redaction.regex); give the password with option 'quotaStorePassword' (Spark hides its value) "
+                         f"and the URL as {without_userinfo(raw).replace('://', '://' + (user + '@' if user else ''), 1)}.")
+    return QuotaStoreEndpoint(without_userinfo(raw), user, password)
+
+
+def secret(opts: Opts, name: str) -> str | None:
+    """A secret option's value (never shown), or None when unset or blank."""
+    value = str(opts.get(_spec(name, ("secret",)).key, ""))
+    return value if value.strip() else None
 
 
 def name_value(opts: Opts, name: str) -> str:

@@ -1,16 +1,18 @@
 """Executor side: what a read task reports. Its errors (a read that timed out, planned entries
 deleted before the read, an encrypted topic without its key, a transaction that changed under
 the plan) and the warnings for what it read past (lost entries under failOnDataLoss=false,
-incomplete chunked messages)."""
+incomplete chunked messages), and the one scrub every error of a read task goes through, on either read path
+(scrub_error: no secret of the credentials, no URL's password)."""
 
 from __future__ import annotations
 
 import logging
 import time
 
+from ..credentials import scrub
 from ..errors import DataLossError as DataLossError  # where read tasks have always raised it from
 from ..positions import Position
-from ..read_task import PartitionRange
+from ..read_task import ClientConfig, PartitionRange
 from .range_entries import EncryptedEntryError
 
 log = logging.getLogger(__name__)
@@ -75,3 +77,18 @@ def encrypted_without_key(part: PartitionRange, error: EncryptedEntryError) -> R
                         "'encryption.privateKeyPath' to the PEM private key (readable on every executor), or "
                         "cryptoFailureAction=discard to skip what cannot be decrypted.")
 
+
+
+def scrub_error(error: BaseException, cfg: ClientConfig) -> None:
+    """Hide in `error` and the errors chained to it (Spark shows the whole traceback: driver log, the query's error,
+    the event log) every secret of the task's credentials (the client's and the admin API's) and every URL password.
+    Raised again by the caller: its type and traceback stay what they were."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        clean = scrub(text, cfg.credentials, cfg.admin.credentials)
+        if clean != text:
+            current.args = (clean,)
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ..read_task import PartitionRange, ReadTask, ranges_of
-from .errors import PartitionDeleted, report_missing
+from .errors import PartitionDeleted, report_missing, scrub_error
 from .range_reader import read_entries
 from .read_path import read_path_for
 from .task_lookup import TaskLookup
@@ -26,9 +26,15 @@ from .task_lookup import TaskLookup
 
 def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
     """Yield the messages of each of the task's ranges in turn, one Arrow stream. Each range is read as it
-    would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again."""
-    for part in ranges_of(task):
-        yield from read_range(part)
+    would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again.
+    This is both read paths' error boundary: whatever fails leaves scrubbed of secrets."""
+    ranges = ranges_of(task)
+    try:
+        for part in ranges:
+            yield from read_range(part)
+    except Exception as e:
+        scrub_error(e, ranges[0].config)
+        raise
 
 
 def read_range(part: PartitionRange) -> Iterator[pa.RecordBatch]:

@@ -9,7 +9,8 @@ released by a server-side script). The charges are then written in one MULTI/EXE
 applies while this planner still holds the lock, so a planner that lost it (planning longer than
 the lock's life) charges nothing and fails instead of racing another. Each cluster's congestion
 multiplier (adaptiveThrottling) is read and written the same way, under the same lock. Buckets and
-multipliers expire a day after their last write, which is the purge. The URL's password never appears in logs or errors.
+multipliers expire a day after their last write, which is the purge. The password (quotaStorePassword) travels beside
+the URL, never in it, and appears in no repr, log or error.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from ..admin_endpoint import redacted
+from ..admin_endpoint import QuotaStoreEndpoint
+from ..credentials import scrub
 from .store import BucketState, MultiplierState, QuotaTransaction
 
 KEY_PREFIX = "pulsar-throttled:"
@@ -84,16 +86,18 @@ def _state(row: dict[bytes, bytes]) -> BucketState | None:
 class RedisQuotaStore:
     """Buckets in Redis under `prefix`, shared by every planner that uses the same server and prefix."""
 
-    def __init__(self, url: str, prefix: str = KEY_PREFIX) -> None:
+    def __init__(self, endpoint: QuotaStoreEndpoint, prefix: str = KEY_PREFIX) -> None:
         import redis
         from redis.backoff import ExponentialBackoff
         from redis.retry import Retry
 
-        self._shown = redacted(url)
+        self._endpoint = endpoint
+        self._shown = endpoint.url  # never holds user-info (options.values.quota_store)
         self._prefix = prefix
         self._errors: tuple[type[BaseException], ...] = (redis.exceptions.RedisError,)
         # A short network blip is retried by redis-py itself; a store that stays away fails planning.
-        self._client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5,
+        self._client = redis.Redis.from_url(endpoint.url, username=endpoint.username, password=endpoint.password,
+                                            socket_timeout=5, socket_connect_timeout=5,
                                             retry=Retry(ExponentialBackoff(cap=2.0, base=0.2), 3),
                                             retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])
         try:
@@ -105,7 +109,7 @@ class RedisQuotaStore:
         return f"RedisQuotaStore({self._shown!r})"
 
     def _error(self, what: str, error: BaseException) -> QuotaStoreError:
-        detail = redacted(str(error))
+        detail = scrub(str(error), self._endpoint)
         return QuotaStoreError(f"{what} at {self._shown} ({OPTION_HINT}): {type(error).__name__}: {detail}. Nothing was "
                                "admitted or charged; check that the Redis server is up and reachable from the driver.")
 

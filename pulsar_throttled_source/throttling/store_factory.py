@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
+from ..admin_endpoint import QuotaStoreEndpoint
 from .sqlite_store import SqliteQuotaStore
 from .store import QuotaStore
 
 
-def open_quota_store(url: str | None, sqlite_path: str) -> QuotaStore:
+def open_quota_store(redis: QuotaStoreEndpoint | None, sqlite_path: str) -> QuotaStore:
     """The store a query's options name: a Redis server (quotaStore) or the host's SQLite file."""
-    if url:
+    if redis is not None:
         from .redis_store import RedisQuotaStore  # redis is only imported by queries that use it
 
-        return RedisQuotaStore(url)
+        return RedisQuotaStore(redis)
     return SqliteQuotaStore(sqlite_path)

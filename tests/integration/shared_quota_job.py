@@ -11,6 +11,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from pulsar_throttled_source.admin_endpoint import userinfo, without_userinfo
+
 service_url, admin_url, topic, store_url, workdir, expected, quota = sys.argv[1:8]
 spark = (SparkSession.builder.master("local[2]").appName("second-application").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
@@ -25,7 +27,8 @@ def sink(df, batch_id: int) -> None:
 query = (spark.readStream.format("pulsar-throttled")
          .option("service.url", service_url).option("admin.url", admin_url).option("topic", topic)
          .option("startingOffsets", "earliest").option("throttlingMode", "batch").option("subscription", "second-application")
-         .option("dispatchThrottlingRatePerTopicInMsg", quota).option("quotaStore", store_url)
+         .option("dispatchThrottlingRatePerTopicInMsg", quota).option("quotaStore", without_userinfo(store_url))
+         .option("quotaStorePassword", userinfo(store_url)[1])
          .option("quotaStatePath", f"{workdir}/not-shared.sqlite").option("metadataRefreshIntervalMs", "300").load()
          .writeStream.foreachBatch(sink).trigger(processingTime="1 second").option("checkpointLocation", f"{workdir}/cp").start())
 deadline = time.time() + 180

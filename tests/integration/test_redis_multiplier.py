@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 from multiplier_checks import CLUSTER, W, apply, shared_store_checks
-from redis_server import redis_server
+from redis_server import redis_server, store_endpoint
 
 from pulsar_throttled_source.throttling.redis_store import BUCKET_TTL_S, RedisQuotaStore
 from pulsar_throttled_source.throttling.store import MultiplierState
@@ -21,18 +21,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_four_planners_on_one_redis_decide_once_per_window(redis_url: str) -> None:
-    shared_store_checks(lambda: RedisQuotaStore(redis_url, prefix="multiplier-shared:"))
+    shared_store_checks(lambda: RedisQuotaStore(store_endpoint(redis_url), prefix="multiplier-shared:"))
 
 
 def test_multiplier_round_trips_expires_and_a_failed_transaction_writes_nothing(redis_url: str) -> None:
     import redis
 
-    store = RedisQuotaStore(redis_url, prefix="multiplier-rt:")
+    store = RedisQuotaStore(store_endpoint(redis_url), prefix="multiplier-rt:")
     assert apply(store, W, "decrease") == MultiplierState(W, 1.0, "decrease", 0.5)
     with pytest.raises(RuntimeError), store.transaction() as tx:
         tx.put_multiplier(CLUSTER, MultiplierState(2 * W, 0.5, "decrease", 0.25))
         raise RuntimeError("planning failed")
-    restarted = RedisQuotaStore(redis_url, prefix="multiplier-rt:")  # another process, another host: same record
+    restarted = RedisQuotaStore(store_endpoint(redis_url), prefix="multiplier-rt:")  # another process, another host: same record
     assert apply(restarted, 2 * W, "increase") == MultiplierState(2 * W, 0.5, "increase", 0.55)
     ttl = redis.Redis.from_url(redis_url).ttl("multiplier-rt:multiplier:" + CLUSTER)
     assert BUCKET_TTL_S - 60 < ttl <= BUCKET_TTL_S
@@ -54,9 +54,9 @@ def test_two_planners_back_off_together_on_one_planners_stress_signal(redis_url:
     now = [3_000_000.0]
     config = AdaptiveConfig(slow_start=False)
     stressed, calm = PendingAddsSignal(), PendingAddsSignal()
-    first = CongestionController(config, CLUSTER, RedisQuotaStore(redis_url, prefix="multiplier-signals:"), [stressed],
+    first = CongestionController(config, CLUSTER, RedisQuotaStore(store_endpoint(redis_url), prefix="multiplier-signals:"), [stressed],
                                  lambda: now[0])
-    second = CongestionController(config, CLUSTER, RedisQuotaStore(redis_url, prefix="multiplier-signals:"), [calm],
+    second = CongestionController(config, CLUSTER, RedisQuotaStore(store_endpoint(redis_url), prefix="multiplier-signals:"), [calm],
                                   lambda: now[0])
     partition = "persistent://public/default/t"
     stressed.observe(CatalogSnapshot(now[0], {}, {}, {}, now[0], {partition: BrokerStress(40)}))

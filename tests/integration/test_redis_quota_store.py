@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from helpers import create_topic, produce, wait_until
 from quota_windows import Batch, per_window_ok, planning_interval
-from redis_server import PASSWORD, redis_server
+from redis_server import PASSWORD, redis_server, store_endpoint, store_options
 
+from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.model import PartitionDemand
@@ -48,11 +49,11 @@ def increment(store: RedisQuotaStore, key: str, times: int) -> None:
 
 
 def _increment_in_child(url: str, key: str, times: int) -> None:
-    increment(RedisQuotaStore(url), key, times)
+    increment(RedisQuotaStore(store_endpoint(url)), key, times)
 
 
 def test_buckets_round_trip_and_expire_a_day_after_their_last_charge(redis_url: str) -> None:
-    store = open_quota_store(redis_url, "/nonexistent/never-opened.sqlite")
+    store = open_quota_store(store_endpoint(redis_url), "/nonexistent/never-opened.sqlite")
     assert isinstance(store, RedisQuotaStore)
     with store.transaction() as tx:
         assert tx.get("rt") is None
@@ -71,7 +72,7 @@ def test_buckets_round_trip_and_expire_a_day_after_their_last_charge(redis_url: 
 
 
 def test_a_failed_transaction_charges_nothing(redis_url: str) -> None:
-    store = RedisQuotaStore(redis_url)
+    store = RedisQuotaStore(store_endpoint(redis_url))
     with pytest.raises(ZeroDivisionError), store.transaction() as tx:
         tx.put("failed", BucketState(1, 5.0, 5.0))
         raise ZeroDivisionError
@@ -80,7 +81,7 @@ def test_a_failed_transaction_charges_nothing(redis_url: str) -> None:
 
 
 def test_no_increment_is_lost_across_threads_and_processes(redis_url: str) -> None:
-    store = RedisQuotaStore(redis_url)
+    store = RedisQuotaStore(store_endpoint(redis_url))
     threads = [threading.Thread(target=increment, args=(store, "threads", 50)) for _ in range(4)]
     for t in threads:
         t.start()
@@ -103,31 +104,30 @@ def test_two_engines_on_two_hosts_share_one_topic_quota(redis_url: str) -> None:
     # they admit exactly the topic quota per window, whoever plans first.
     topic = Rate(msgs=30)
     demand = PartitionDemand(P0, "sub", 1000, lambda k: float(k), None, topic_rates=(("options", topic),))
-    engines = [QuotaEngine(QuotaConfig(Rate(), mode="batch", query_id=f"q{i}"), RedisQuotaStore(redis_url), lambda: 5000.5)
+    engines = [QuotaEngine(QuotaConfig(Rate(), mode="batch", query_id=f"q{i}"), RedisQuotaStore(store_endpoint(redis_url)), lambda: 5000.5)
                for i in range(2)]
     admitted = [engine.plan([demand])[0].entries for engine in engines]
     assert admitted == [30, 0]
 
 
 def test_an_unreachable_store_fails_fast_naming_the_option_without_the_password(tmp_path: Path) -> None:
-    url = f"redis://:{PASSWORD}@127.0.0.1:1/0"
     started = time.monotonic()
     with pytest.raises(QuotaStoreError) as error:
-        RedisQuotaStore(url)
+        RedisQuotaStore(QuotaStoreEndpoint("redis://127.0.0.1:1/0", None, PASSWORD))
     assert time.monotonic() - started < 15
     message = str(error.value)
-    assert "option 'quotaStore'" in message and "redis://:***@127.0.0.1:1/0" in message and PASSWORD not in message
+    assert "option 'quotaStore'" in message and "redis://127.0.0.1:1/0" in message and PASSWORD not in message
 
 
 def test_a_store_that_goes_away_fails_planning_instead_of_admitting(tmp_path: Path) -> None:
     with redis_server(tmp_path) as url:
-        store = RedisQuotaStore(url)
+        store = RedisQuotaStore(store_endpoint(url))
         engine = QuotaEngine(QuotaConfig(Rate(), mode="batch", query_id="away"), store, lambda: 6000.5)
         demand = PartitionDemand(P0, "sub", 10, lambda k: float(k), None, topic_rates=(("options", Rate(msgs=5)),))
         assert engine.plan([demand])[0].entries == 5
     with pytest.raises(QuotaStoreError, match=r"option 'quotaStore'.*Nothing was admitted or charged") as error:
         engine.plan([demand])
-    assert PASSWORD not in str(error.value) and repr(store) == f"RedisQuotaStore('{url.replace(PASSWORD, '***')}')"
+    assert PASSWORD not in str(error.value) and repr(store) == f"RedisQuotaStore('{url.replace(':' + PASSWORD + '@', '')}')"
 
 
 def test_two_spark_applications_share_one_topic_quota_through_redis(spark, broker, admin, pulsar_client, redis_url,
@@ -150,7 +150,7 @@ def test_two_spark_applications_share_one_topic_quota_through_redis(spark, broke
         query = (spark.readStream.format("pulsar-throttled")
                  .options(**{"service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic,
                              "startingOffsets": "earliest", "throttlingMode": "batch", "subscription": "first-application",
-                             "dispatchThrottlingRatePerTopicInMsg": str(quota), "quotaStore": redis_url,
+                             "dispatchThrottlingRatePerTopicInMsg": str(quota), **store_options(redis_url),
                              "quotaStatePath": str(tmp_path / "not-shared.sqlite"), "metadataRefreshIntervalMs": "300"})
                  .load().writeStream.foreachBatch(lambda df, _: values.extend(bytes(r.value).decode() for r in df.collect()))
                  .trigger(processingTime="1 second").option("checkpointLocation", str(tmp_path / "cp")).start())

@@ -29,8 +29,15 @@ from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
 from helpers import produce
 from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
-from secured_broker import AUTH_PROVIDERS, SecuredBroker, secured_broker
+from redis_server import PASSWORD as REDIS_PASSWORD
+from redis_server import redis_server
+from secured_broker import AUTH_PROVIDERS, SUPERUSER, SecuredBroker, secured_broker
 from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
+
+from pulsar_throttled_source.admin_endpoint import AdminEndpoint, without_userinfo
+from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
+from pulsar_throttled_source.metadata.admin import PulsarAdmin
+from pulsar_throttled_source.metadata.owner_redirects import ClusterHosts
 
 TOKEN_LIFETIME_S = 10
 REFRESH_CHECK_S = 3
@@ -41,6 +48,7 @@ CLIENTS = {"reader-client": READER, "outsider-client": OUTSIDER}  # OAuth2 clien
 JAVA = "org.apache.pulsar.client.impl.auth."
 FAIL_BOUND_S = 30
 BASIC_PASSWORD = "b4sic-Passw0rd"
+METRICS_PASSWORD, ADMIN_URL_PASSWORD = "m3trics-pr0xy-pw", "4dmin-url-pw"  # in URLs (no word Spark's redaction matches)
 # A JWT anywhere in an output is a leaked credential (access tokens, static tokens).
 JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 
@@ -100,6 +108,13 @@ def topic(sb: SecuredBroker):
     finally:
         client.close()
     return name, sent
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory) -> Iterator[str]:
+    """A real Redis server with a password (REDIS_PASSWORD), for quotaStore."""
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +322,34 @@ def test_a_role_without_the_permission_a_feature_needs_fails_at_planning_naming_
     assert "has no permission for it" in message and "the tenant's admin role" in message and "quotaSource" in message, message[:3000]
 
 
+def test_credentials_follow_redirects_to_the_hosts_the_real_cluster_names_and_no_other(sb, idp, topic):
+    """A 307 takes the admin credentials only to a host of the cluster (metadata/owner_redirects.py). What the broker
+    answers: a superuser lists the cluster's brokers (GET /admin/v2/brokers/<cluster>); the reader (consume only) is
+    refused that, and the topic's lookup names the owner instead. Either way the broker's web service (the host a
+    307 to the owner names) is known, and a stranger is not. The admin URL given is not the broker's, so nothing is
+    known before asking."""
+    name, _ = topic
+    partition = f"persistent/{name.split('://', 1)[1]}-partition-0"
+    owner = sb.admin_request("GET", f"/lookup/v2/topic/{partition}").json()["httpUrlTls"]  # as a 307 to it names it
+    owner_stats = f"{owner}/admin/v2/{partition}/internalStats"
+    assert owner.split("://")[1].split(":")[0] in ("127.0.0.1", "localhost")
+    superuser = sb.certs.client(SUPERUSER)
+    endpoints = {"superuser": AdminEndpoint(sb.admin_url_tls, None, TlsSettings(trust_file=str(sb.certs.ca),
+                                                                                client_cert=(str(superuser.cert), str(superuser.key)))),
+                 "reader": AdminEndpoint(sb.admin_url_tls, TokenAuth(token=idp.access_token("reader-client")),
+                                         TlsSettings(trust_file=str(sb.certs.ca)))}
+    for role, endpoint in endpoints.items():
+        admin = PulsarAdmin.at(endpoint)
+        try:
+            asked: list[str] = []
+            hosts = ClusterHosts("https://admin.invalid:1", lambda path: asked.append(path) or admin._ask(path))  # noqa: B023
+            assert hosts.holds(owner_stats), (role, asked)
+            assert any(p.startswith("lookup/") for p in asked) == (role == "reader"), (role, asked)  # the list sufficed
+            assert not hosts.holds(owner_stats.replace(owner, "https://stranger.invalid:8443")), role
+        finally:
+            admin.close()
+
+
 # ---------------------------------------------------------------------------------------
 # A whole driver's output and Spark's event log show no secret
 
@@ -318,9 +361,20 @@ args = json.load(open(sys.argv[1]))  # secrets come from a file: not on the comm
 spark = SparkSession.builder.appName("secured-leak-check").getOrCreate()
 spark.sparkContext.setLogLevel("INFO")
 
+for name, opts in args["refused"].items():  # credentials written where Spark would show them: refused at load
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {**args["base"], **opts}.items():
+        reader = reader.option(k, v)
+    try:
+        reader.load()
+        print(f"REFUSED {name}: no", flush=True)
+    except Exception as e:
+        print(f"REFUSED {name}: {e}", flush=True)
+
 for name, (auth, read_path) in args["auths"].items():
     reader = spark.readStream.format("pulsar-throttled")
-    for k, v in {**args["base"], **auth, "readPath": read_path, "quotaStatePath": args["work"] + "/quota.sqlite"}.items():
+    stream_only = args["stream_only"].get(name, {})  # quotas, adaptiveThrottling: a batch query refuses them
+    for k, v in {**args["base"], **auth, **stream_only, "readPath": read_path, "quotaStatePath": args["work"] + "/quota.sqlite"}.items():
         reader = reader.option(k, v)
     rows = []
     df = reader.load()
@@ -342,7 +396,7 @@ print("LEAK JOB DONE", flush=True)
 '''
 
 
-def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topic, reader_credentials, tmp_path):
+def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topic, reader_credentials, redis_url, tmp_path):
     name, sent = topic
     work, events = tmp_path / "work", tmp_path / "events"
     work.mkdir()
@@ -358,9 +412,20 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
         "oauth2-file": (oauth2(idp, reader_credentials), "python"),
         "mtls": (mtls(sb), "native"),
         "token-file": ({"pulsar.client.authParams": f"file://{tmp_path / 'reader.token'}"}, "python"),
+        "redis-store": (mtls(sb), "python"),
     }
+    # Issue 54: a Redis password (quotaStorePassword), a metrics URL's password (taken out of the URL), credentials
+    # written into admin.url, service.url and quotaStore (refused at load, naming where they go).
+    metrics_url = sb.admin_url_tls.replace("://", f"://scraper:{METRICS_PASSWORD}@", 1) + "/metrics/"
+    stream_only = {"redis-store": {"quotaStore": without_userinfo(redis_url), "quotaStorePassword": REDIS_PASSWORD,
+                                   "dispatchThrottlingRatePerTopicInMsg": "1000", "throttlingMode": "batch",
+                                   "adaptiveThrottling": "true", "adaptiveThrottlingMetricsUrl": metrics_url}}
+    refused = {"admin-url": {"admin.url": sb.admin_url_tls.replace("://", f"://{READER}:{ADMIN_URL_PASSWORD}@", 1), **mtls(sb)},
+               "service-url": {"service.url": sb.service_url_tls.replace("://", f"://{READER}:{ADMIN_URL_PASSWORD}@", 1)},
+               "redis-url": {"quotaStore": redis_url, "dispatchThrottlingRatePerTopicInMsg": "1000"}}
     (tmp_path / "job.py").write_text(LEAK_JOB)
-    (tmp_path / "args.json").write_text(json.dumps({"base": base, "auths": auths, "work": str(work)}))
+    (tmp_path / "args.json").write_text(json.dumps({"base": base, "auths": auths, "stream_only": stream_only, "refused": refused,
+                                                    "work": str(work)}))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}", "--conf", "spark.eventLog.compress=false",
@@ -373,13 +438,20 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
     for auth, (_, read_path) in auths.items():
         for how in (read_path, "batch"):
             assert f"RESULT {auth} {how}: {len(sent)} rows" in proc.stdout, (auth, how)
+    for name, where in (("admin-url", "pulsar.admin.authParams"), ("service-url", "pulsar.client.authParams"),
+                        ("redis-url", "option 'quotaStorePassword'")):
+        after = proc.stdout.split(f"REFUSED {name}: ", 1)[1]
+        refusal = next(line for line in after.splitlines() if line.startswith("ValueError: Option "))  # the traceback's end
+        assert "holds a" in refusal and where in refusal, refusal
+    assert "quotaStorePassword=*********(redacted)" in log and "adaptiveThrottlingMetricsUrl=*********(redacted)" in log
     assert " INFO " in log  # the check ran at INFO level
     assert log.count("pulsar.client.authParams=*********(redacted)") >= len(auths), "explain() did not show the options"
     event_log = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
     assert "SparkListenerSQLExecutionStart" in event_log  # query plans are in it
     checkpoints = "".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
     key_body = sb.certs.client(READER).key.read_text().splitlines()[1]  # a line of the client key itself
-    secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *tokens]
+    secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *tokens,
+               REDIS_PASSWORD, METRICS_PASSWORD, ADMIN_URL_PASSWORD]
     for where, text in (("the spark-submit output", log), ("the event log", event_log), ("the checkpoints", checkpoints)):
         for secret in secrets:
             assert secret not in text, f"a secret appears in {where} ({tmp_path})"

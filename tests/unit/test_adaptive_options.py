@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from pulsar_throttled_source.credentials import BasicAuth
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.quota_settings import AdaptiveConfig
 
@@ -93,6 +94,16 @@ def test_the_metrics_url_turns_on_the_publish_latency_signal():
     with pytest.raises(ValueError, match=re.escape("'ftp://scraper:***@broker:8080/metrics' is not a valid URL")) as bad:
         parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="ftp://scraper:pa55w0rd@broker:8080/metrics")
     assert "pa55w0rd" not in str(bad.value)
+
+
+def test_the_metrics_urls_user_and_password_are_taken_out_of_it_at_parse_time():
+    """A proxy in front of the metrics page may want a user and password: Spark hides the option (its name holds
+    "url", spark.sql.redaction.options.regex); the source keeps them beside the URL, never in it."""
+    o = parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="https://scraper:p@ss:w0rd@[2001:db8::7]:9443/metrics/")
+    assert o.adaptive.metrics_url == "https://[2001:db8::7]:9443/metrics"
+    assert o.adaptive.metrics_credentials == BasicAuth("scraper", "p@ss:w0rd")
+    assert "w0rd" not in repr(o) and "w0rd" not in repr(o.adaptive)
+    assert parse(adaptiveThrottling="true", adaptiveThrottlingMetricsUrl="http://b:8080/metrics").adaptive.metrics_credentials is None
 
 
 def test_the_metrics_url_without_its_parser_is_a_clear_error(monkeypatch):

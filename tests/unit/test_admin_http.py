@@ -4,6 +4,7 @@ budget per outage; error mapping; owner redirects with credentials; no secret in
 
 from __future__ import annotations
 
+import base64
 import logging
 import socket
 import threading
@@ -14,9 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from pulsar_throttled_source.admin_endpoint import AdminEndpoint
-from pulsar_throttled_source.credentials import TokenAuth
+from pulsar_throttled_source.credentials import BasicAuth, TokenAuth
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.admin_http import AdminError, AdminPermissionDenied, TopicNotFound, TransactionsDisabled
+from pulsar_throttled_source.metadata.owner_redirects import ClusterHosts, topic_of
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
 from pulsar_throttled_source.reading.task_lookup import TaskLookup
@@ -64,8 +66,8 @@ class _Scripted(BaseHTTPRequestHandler):
         pass
 
 
-def _serve() -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
+def _serve(host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((host, 0), _Scripted)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     return server
 
@@ -252,19 +254,73 @@ def test_a_slow_broker_times_out(stub_admin_api):
         PulsarAdmin(_url(stub_admin_api), timeout_s=1, retry_timeout_s=0).list_topics("public/default")
 
 
-def test_admin_follows_owner_redirects_with_credentials(stub_admin_api):
-    """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and
-    port: the request is followed and the token goes with it (requests drops it by default)."""
-    owner = _serve()
+def test_admin_follows_owner_redirects_with_credentials_to_the_brokers_the_cluster_lists(stub_admin_api, caplog):
+    """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and port: the
+    request is followed, and the token goes with it (requests drops it by default) to a broker the cluster lists
+    (GET /admin/v2/brokers/<cluster>), never to a stranger (a WARN says so)."""
+    owner, stranger = _serve("127.0.0.2"), _serve("127.0.0.3")  # other hosts than the admin URL's
     try:
-        owner_url = f"http://127.0.0.1:{owner.server_address[1]}/admin/v2/persistent/public/default"
-        _Scripted.statuses = [(307, b"", owner_url), 200]
+        owner_port, stranger_port = owner.server_address[1], stranger.server_address[1]
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"),
+                              (200, b'["standalone"]'), (200, f'["127.0.0.2:{owner_port}"]'.encode()), 200]
         admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
         assert admin.list_topics("public/default") == []
-        assert _Scripted.seen_auth == ["Bearer tok3n", "Bearer tok3n"]
+        assert _Scripted.seen == [("GET", "/admin/v2/persistent/public/default"), ("GET", "/admin/v2/clusters"),
+                                  ("GET", "/admin/v2/brokers/standalone"), ("GET", "/admin/v2/persistent/public/default")]
+        assert _Scripted.seen_auth == ["Bearer tok3n"] * 4
+        # The list is known now: the next redirect to the owner asks nothing more.
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"), 200]
+        assert admin.list_topics("public/default") == [] and _Scripted.seen_auth[-2:] == ["Bearer tok3n"] * 2
+
+        caplog.set_level(logging.WARNING)
+        _Scripted.statuses = [(307, b"", f"http://127.0.0.3:{stranger_port}/admin/v2/persistent/public/default"), 401]
+        with pytest.raises(AdminError, match="HTTP 401"):
+            admin.list_topics("public/default")
+        assert _Scripted.seen_auth[-2:] == ["Bearer tok3n", None]  # the stranger got no token
+        assert "redirected a request to 127.0.0.3, which is not a broker of the cluster" in caplog.text
+    finally:
+        for server in (owner, stranger):
+            server.shutdown()
+            server.server_close()
+
+
+def test_a_role_that_may_not_list_brokers_takes_its_credentials_to_the_owner_its_lookup_names(stub_admin_api):
+    """The broker list is a superuser's call; a reading role learns the owner from the topic's lookup."""
+    owner = _serve("127.0.0.2")
+    try:
+        owner_url = f"http://127.0.0.2:{owner.server_address[1]}"
+        stats = "/admin/v2/persistent/public/default/t/internalStats"
+        _Scripted.statuses = [(307, b"", owner_url + stats), (401, b"not a superuser"),
+                              (200, f'{{"httpUrl": "{owner_url}", "brokerUrl": "pulsar://127.0.0.1:6650"}}'.encode()),
+                              (200, b"{}")]
+        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
+        assert admin.call("GET", "persistent/public/default/t/internalStats", "reading") == {}
+        assert _Scripted.seen == [("GET", stats), ("GET", "/admin/v2/clusters"), ("GET", "/lookup/v2/topic/persistent/public/default/t"),
+                                  ("GET", stats)]
+        assert _Scripted.seen_auth == ["Bearer tok3n"] * 4
     finally:
         owner.shutdown()
         owner.server_close()
+
+
+def test_cluster_hosts_are_the_admin_urls_and_the_brokers_the_cluster_names():
+    asked: list[str] = []
+
+    def ask(path: str):
+        asked.append(path)
+        answers = {"admin/v2/clusters": ["c"], "admin/v2/brokers/c": ["Broker-1.example:8080", "[2001:db8::1]:8080"],
+                   "lookup/v2/topic/persistent/a/b/c": {"httpUrl": "http://owner.example:8080", "httpUrlTls": "https://owner.example:8443"}}
+        return answers.get(path, {})
+
+    hosts = ClusterHosts("https://admin.example", ask)
+    assert hosts.holds("https://ADMIN.example:8443/x") and not asked  # the admin URL's own host
+    assert hosts.holds("https://broker-1.example:8443/admin/v2/x") and hosts.holds("https://[2001:db8::1]:8443/y")
+    assert not hosts.holds("http://evil.example:8080/admin/v2/persistent/a/b/d/stats")
+    assert hosts.holds("https://owner.example:8443/admin/v2/persistent/a/b/c/stats")  # its lookup names it
+    assert asked == ["admin/v2/clusters", "admin/v2/brokers/c", "lookup/v2/topic/persistent/a/b/d",
+                     "lookup/v2/topic/persistent/a/b/c"]  # the broker list asked once per 30 s
+    assert topic_of("http://h/admin/v2/non-persistent/a/b/c-partition-1/stats") == "non-persistent://a/b/c-partition-1"
+    assert topic_of("http://h/admin/v2/namespaces/a/b") is None
 
 
 def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
@@ -286,22 +342,45 @@ def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
 
 
 def test_a_password_in_the_metrics_url_is_never_shown(stub_admin_api, caplog):
-    # adaptiveThrottlingMetricsUrl may carry basic-auth credentials (a proxy in front of /metrics): what cannot
-    # be read is reported (the progress report's unreadable signal, a WARN) without them.
+    # adaptiveThrottlingMetricsUrl may carry basic-auth credentials (a proxy in front of /metrics): options take them
+    # out of the URL (metrics_credentials); what cannot be read is reported (the progress report's unreadable signal,
+    # a WARN) without them. A URL given here with them still authenticates, and is shown without them.
     caplog.set_level(logging.DEBUG)
     port = stub_admin_api.server_address[1]
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2)
+    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="admin-tok3n"))
     _Scripted.statuses = [(200, b"# no metrics")]
-    assert admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{port}/metrics", "reading") == "# no metrics"
-    assert _Scripted.seen_auth[-1] is not None and _Scripted.seen_auth[-1].startswith("Basic ")  # the URL's credentials were sent
+    proxy = BasicAuth("scraper", "pa55w0rd-never-shown")
+    assert admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading", proxy) == "# no metrics"
+    assert _Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"scraper:pa55w0rd-never-shown").decode()
+    _Scripted.statuses = [(200, b"# no metrics")]
+    assert admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading") == "# no metrics"
+    assert _Scripted.seen_auth[-1] == "Bearer admin-tok3n"  # without its own: the admin API's
     _Scripted.statuses = [403]
     with pytest.raises(AdminError) as refused:
-        admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{port}/metrics", "reading the broker's publish latency")
+        admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading the broker's publish latency", proxy)
     with pytest.raises(AdminError) as unreachable:
-        admin.get_text(f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{_closed_port()}/metrics", "reading")
-    assert "scraper:***@127.0.0.1" in str(refused.value) and "HTTP 403" in str(refused.value)
+        PulsarAdmin(_url(stub_admin_api), timeout_s=2).get_text(
+            f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{_closed_port()}/metrics", "reading")
+    assert f"http://127.0.0.1:{port}/metrics answered HTTP 403" in str(refused.value)
     shown = "\n".join([caplog.text, str(refused.value), str(unreachable.value)])
-    assert "pa55w0rd" not in shown
+    assert "pa55w0rd" not in shown and "scraper" not in shown
+
+
+def test_user_info_in_the_admin_url_authenticates_and_is_shown_nowhere(stub_admin_api, caplog):
+    """Options refuse it; an AdminHttp built with one (a library user) takes it out of the URL it shows."""
+    caplog.set_level(logging.DEBUG)
+    port = stub_admin_api.server_address[1]
+    admin = PulsarAdmin(f"http://reader:p@ss:w0rd-never-shown@127.0.0.1:{port}", timeout_s=2, retry_timeout_s=0)
+    assert admin.list_topics("public/default") == []
+    assert _Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"reader:p@ss:w0rd-never-shown").decode()
+    _Scripted.statuses = [(500, b"echoed http://reader:p@ss:w0rd-never-shown@127.0.0.1 and p@ss:w0rd-never-shown")]
+    with pytest.raises(AdminError) as failed:
+        admin.list_topics("public/default")
+    unreachable = PulsarAdmin(f"http://reader:p@ss:w0rd-never-shown@127.0.0.1:{_closed_port()}", timeout_s=2)
+    with pytest.raises(AdminError, match=r"Cannot reach the Pulsar admin API at http://127\.0\.0\.1:\d+ ") as not_there:
+        unreachable.list_topics("public/default")
+    shown = "\n".join([caplog.text, str(failed.value), str(not_there.value), repr(admin), repr(unreachable)])
+    assert "w0rd" not in shown and "p@ss" not in shown and f"127.0.0.1:{port}" in repr(admin)
 
 
 def test_read_task_lookups_wait_out_an_outage():

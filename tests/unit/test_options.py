@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint, without_userinfo
 from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
 from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, values
 from pulsar_throttled_source.positions import EntryPosition
@@ -45,16 +46,44 @@ def test_quota_state_is_private_to_the_user_by_default(tmp_path, monkeypatch):
 
 
 def test_quota_store_is_the_sqlite_file_unless_a_redis_url_is_given():
-    assert parse().quota_store_url is None and parse(quotaStore=" ").quota_store_url is None
-    o = parse(quotaStore="redis://:pw-123@redis.example:6379/2")
-    assert o.quota_store_url == "redis://:pw-123@redis.example:6379/2" and "pw-123" not in repr(o)
-    assert parse(quotaStore="rediss://user:pw@redis.example:6380").quota_store_url is not None
-    for bad in ("http://:pw-123@redis.example:6379", "redis://:pw-123@redis.example:99999", "redis://:pw-123@:6379",
-                "redis://:pw-123@redis.example:6379/x"):
-        with pytest.raises(ValueError, match=r"Option 'quotaStore': '.*:\*\*\*@.*' is not a valid store URL; expected "
-                                             r"redis://\[\[user\]:password@\]host:port\[/db\] or rediss://") as error:
+    assert parse().quota_store is None and parse(quotaStore=" ").quota_store is None
+    o = parse(quotaStore="redis://redis.example:6379/2", quotaStorePassword="pw-123")
+    assert o.quota_store == QuotaStoreEndpoint("redis://redis.example:6379/2", None, "pw-123") and "pw-123" not in repr(o)
+    assert parse(quotaStore="rediss://reader@redis.example:6380").quota_store == QuotaStoreEndpoint("rediss://redis.example:6380", "reader")
+    for bad in ("http://redis.example:6379", "redis://redis.example:99999", "redis://:6379", "redis://redis.example:6379/x"):
+        with pytest.raises(ValueError, match=r"Option 'quotaStore': '.*' is not a valid store URL; expected "
+                                             r"redis://\[user@\]host:port\[/db\] or rediss://"):
             parse(quotaStore=bad)
-        assert "pw-123" not in str(error.value)
+    with pytest.raises(ValueError, match="Option 'quotaStorePassword' applies only with 'quotaStore'"):
+        parse(quotaStorePassword="pw-123")
+
+
+@pytest.mark.parametrize("url", ["redis://:pw-123@redis.example:6379/2", "rediss://reader:pw-123@redis.example:6380",
+                                 "redis://:p@ss:pw-123@[::1]:6379/0", "redis://:pw-123@redis.example:99999"])
+def test_a_password_in_the_quota_store_url_is_refused_saying_where_it_goes(url):
+    """Spark shows quotaStore's value in explain() (its name matches neither spark.redaction.regex nor
+    spark.sql.redaction.options.regex): a password in it is refused, never echoed, and quotaStorePassword named."""
+    with pytest.raises(ValueError, match=r"Option 'quotaStore': '.*:\*\*\*@.*' (holds a password|is not a valid)") as error:
+        parse(quotaStore=url)
+    assert "pw-123" not in str(error.value) and "p@ss" not in str(error.value)
+    if "99999" not in url:
+        assert "option 'quotaStorePassword'" in str(error.value)
+    if url.startswith("rediss://reader"):
+        assert "and the URL as rediss://reader@redis.example:6380" in str(error.value)
+
+
+@pytest.mark.parametrize("option,url,goes", [
+    ("admin.url", "http://reader:pw-123@broker.example:8080", "pulsar.admin.authPluginClassName=basic"),
+    ("admin.url", "https://reader:p@w:pw-123@[2001:db8::1]:8443/", "pulsar.admin.authParams"),
+    ("admin.url", "http://reader@broker.example:8080", "pulsar.admin.authParams"),
+    ("service.url", "pulsar://reader:pw-123@broker.example:6650", "pulsar.client.authParams"),
+])
+def test_user_info_in_a_url_option_is_refused_saying_where_credentials_go(option, url, goes):
+    with pytest.raises(ValueError, match=rf"Option '{re.escape(option)}': .* holds a user name or password") as error:
+        parse(**{option: url})
+    message = str(error.value)
+    assert "pw-123" not in message and "p@w" not in message and goes in message
+    assert without_userinfo(url).rstrip("/") in message
 
 
 def test_quota_options_and_aliases():
@@ -312,3 +341,12 @@ def test_help_on_the_data_source_shows_every_option_and_its_default():
     for spec in SPECS:
         default = f" (default: {spec.readme_default})" if spec.readme_default else ""
         assert f"{spec.name}{default}\n" in shown, spec.name
+
+
+@pytest.mark.parametrize("option,url", [("admin.url", "http://reader:pw/123@broker.example:8080"),
+                                        ("quotaStore", "redis://:pw?123@redis.example:6379/0")])
+def test_a_url_whose_password_no_parser_can_find_is_not_echoed(option, url):
+    """An unencoded '/' or '?' in a password ends the authority early: the value is refused without being shown."""
+    with pytest.raises(ValueError, match=rf"Option '{option}': \(value not shown: it holds an '@' outside a user-info\) is not a valid") as error:
+        parse(**{option: url})
+    assert "123" not in str(error.value)

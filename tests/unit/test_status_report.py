@@ -4,6 +4,7 @@ the publish-time lookups it costs, the quota buckets it reads (and never writes)
 
 from __future__ import annotations
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from builders import P0, P1, layout, stored_keys
 from fakes import FakeAdmin
 
 from pulsar_throttled_source import status as status_mod
+from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint
 from pulsar_throttled_source.checkpoint_log import CheckpointError, committed_batch
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot, PublishStats
 from pulsar_throttled_source.options import parse_options
@@ -155,9 +157,10 @@ def test_the_command_reports_from_the_checkpoint_in_json_and_as_a_table(tmp_path
     cp = write_checkpoint(tmp_path / "cp", {0: [offset_line({f"{TOPIC}-partition-0": (7, 3), f"{TOPIC}-partition-1": (7, 3)})]},
                           committed=[0])
     secret = "token:eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ0ZXN0In0.c2lnbmF0dXJl"
+    (tmp_path / "options.json").write_text(json.dumps({"pulsar.client.authParams": secret}))
     args = ["--checkpoint", str(cp), "--admin-url", "http://broker:8080", "--quota-state-path", str(tmp_path / "q.sqlite"),
             "--option", "pulsar.client.authPluginClassName=org.apache.pulsar.client.impl.auth.AuthenticationToken",
-            "--option", f"pulsar.client.authParams={secret}"]
+            "--options-file", str(tmp_path / "options.json")]
     assert status_mod.main([*args, "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["batchId"], report["queryId"], report["entriesBehindLatest"], report["partitionsBehind"]) == (0, QUERY_ID, 6, 1)
@@ -166,3 +169,24 @@ def test_the_command_reports_from_the_checkpoint_in_json_and_as_a_table(tmp_path
     assert status_mod.main(args) == 0
     out = capsys.readouterr().out
     assert f"{TOPIC}-partition-0" in out and "Behind: 6 entries (max 6, avg 3.0)" in out and "eyJ" not in out
+
+
+@pytest.mark.parametrize("option", ["pulsar.client.authParams", "pulsar.admin.auth_params", "pulsar.client.authToken", "quotaStorePassword"])
+def test_the_command_takes_no_secret_on_its_command_line(tmp_path, capsys, option):
+    cp = write_checkpoint(tmp_path / "cp", {0: [offset_line({f"{TOPIC}-partition-0": (7, 3)})]}, committed=[0])
+    assert status_mod.main(["--checkpoint", str(cp), "--option", f"{option}=s3cret-value"]) == 1
+    err = capsys.readouterr().err
+    assert f"--option {option}: a secret is not taken from the command line; give it in --options-file" in err
+    assert "s3cret-value" not in err and ((status_mod.PASSWORD_ENV in err) == (option == "quotaStorePassword"))
+
+
+def test_the_redis_password_comes_from_the_environment_and_a_password_in_the_url_is_refused(tmp_path, monkeypatch, capsys):
+    cp = write_checkpoint(tmp_path / "cp", {0: [offset_line({f"{TOPIC}-partition-0": (7, 3)})]}, committed=[0])
+    monkeypatch.setenv(status_mod.PASSWORD_ENV, "pw-from-env")
+    args = argparse.Namespace(options_file=None, option=[], admin_url=None, subscription=None, quota_state_path=None,
+                              quota_store="redis://reader@redis.example:6379/0")
+    options = status_mod.source_options(args, committed_batch(str(cp), None))
+    assert options.quota_store == QuotaStoreEndpoint("redis://redis.example:6379/0", "reader", "pw-from-env")
+    assert status_mod.main(["--checkpoint", str(cp), "--quota-store", "redis://:pw-in-url@redis.example:6379/0"]) == 1
+    err = capsys.readouterr().err
+    assert "option 'quotaStorePassword'" in err and "pw-in-url" not in err
