@@ -40,7 +40,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "dispatchThrottlingOnNonBacklogConsumerEnabled", "nonBacklogThresholdEntries", "quotaSource",
                 "policyRefreshIntervalMs")),
     ("Micro-batch size and triggers", ("maxEntriesPerTrigger", "minEntriesPerTrigger", "maxTriggerDelay")),
-    ("Sharing quotas between queries", ("quotaStatePath", "quotaStore")),
+    ("Sharing quotas between queries", ("quotaStatePath", "quotaStore", "quotaStorePassword")),
     ("Adaptive throttling (experimental)", ("adaptiveThrottling", "adaptiveThrottlingMinPercent",
                                             "adaptiveThrottlingDecreasePercent", "adaptiveThrottlingIncreasePercent",
                                             "adaptiveThrottlingWindow", "adaptiveThrottlingTriggerInterval",
