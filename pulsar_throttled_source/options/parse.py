@@ -54,7 +54,7 @@ def parse_options(raw: Mapping[str, str]) -> SourceOptions:
     admin_credentials = auth.admin_credentials(opts, credentials)
 
     return SourceOptions(
-        service_url=values.url(opts, "service.url"),
+        service_url=values.url(opts, "service.url", several_hosts=True),
         admin_url=values.url(opts, "admin.url"),
         topics=topics,
         topics_pattern=pattern,

@@ -292,3 +292,17 @@ def test_help_on_the_data_source_shows_every_option_and_its_default():
     for spec in SPECS:
         default = f" (default: {spec.readme_default})" if spec.readme_default else ""
         assert f"{spec.name}{default}\n" in shown, spec.name
+
+
+def test_service_url_may_name_several_brokers_as_pulsars_clients_take_a_cluster():
+    # Issue 52: a cluster's brokers in one service URL (the client looks up through any of them).
+    assert parse(**{"service.url": "pulsar://b1:6650,b2:6650/"}).service_url == "pulsar://b1:6650,b2:6650"
+    assert parse(**{"service.url": "pulsar+ssl://b1:6651,b2:6651"}).service_url == "pulsar+ssl://b1:6651,b2:6651"
+    for bad in ("pulsar://b1:6650,", "pulsar://b1:6650,b2:99999", "pulsar://b1:6650,:6650"):
+        with pytest.raises(ValueError, match=re.escape(f"'service.url': '{bad}' is not a valid URL; expected "
+                                                       "pulsar://host:port,host:port or pulsar+ssl://")):
+            parse(**{"service.url": bad})
+    # The admin API is one HTTP endpoint (a proxy or a broker; a broker redirects to a topic's owner).
+    with pytest.raises(ValueError, match=re.escape("'admin.url': 'http://a1:8080,a2:8080' is not a valid URL; "
+                                                   "expected http://host:port or https://host:port.")):
+        parse(**{"admin.url": "http://a1:8080,a2:8080"})
