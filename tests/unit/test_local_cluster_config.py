@@ -5,6 +5,8 @@ that follows the pom."""
 from __future__ import annotations
 
 import json
+import sys
+import time
 
 import pytest
 
@@ -164,3 +166,35 @@ def test_the_jars_are_cached_per_pom_so_a_changed_pom_is_fetched_again(tmp_path,
     assert first == distribution.jars_root(pom) and first.parent == distribution.cache_dir()
     pom.write_text("<project>a, and pulsar-proxy</project>")
     assert distribution.jars_root(pom) != first
+
+
+def test_members_are_stopped_in_reverse_order_and_killed_at_once_when_not_graceful(tmp_path):
+    """stop_members on real processes (sleepers standing in for the JVMs, each in its own session as spawn makes them):
+    graceful, SIGTERM role by role, proxy and brokers first and ZooKeeper last; not graceful, SIGKILL to all; either
+    way they are gone when it returns."""
+    import subprocess
+
+    from pulsar_throttled_source.local_broker.cluster import stop_members
+    from pulsar_throttled_source.local_broker.state import pid_alive
+
+    layout = plan_layout(tmp_path)
+    # Each sleeper records when it got SIGTERM, so the order shows.
+    script = "import signal,sys,time\ndef t(*_):\n open(sys.argv[1],'w').write(repr(time.monotonic())); sys.exit(0)\n" \
+             "signal.signal(signal.SIGTERM, t)\nopen(sys.argv[1] + '.ready', 'w').close()\ntime.sleep(60)\n"
+    for graceful in (True, False):
+        procs = {name: subprocess.Popen([sys.executable, "-c", script, str(tmp_path / f"{name}.{graceful}")],
+                                        start_new_session=True) for name in layout.names()}
+        deadline = time.monotonic() + 30
+        while not all((tmp_path / f"{name}.{graceful}.ready").exists() for name in procs):  # handlers installed
+            assert time.monotonic() < deadline, "the sleepers did not start"
+            time.sleep(0.01)
+        stop_members(layout, {name: p.pid for name, p in procs.items()}, graceful=graceful)
+        assert not any(pid_alive(p.pid) for p in procs.values())
+        termed = {name: float((tmp_path / f"{name}.{graceful}").read_text())
+                  for name in layout.names() if (tmp_path / f"{name}.{graceful}").exists()}
+        if graceful:
+            assert set(termed) == set(layout.names())
+            assert max(termed[n] for n in ("proxy", "broker-1", "broker-2")) < min(termed[f"bookie-{i}"] for i in (1, 2, 3))
+            assert max(termed[f"bookie-{i}"] for i in (1, 2, 3)) < termed["zookeeper"]
+        else:
+            assert termed == {}  # SIGKILL: no handler ran
