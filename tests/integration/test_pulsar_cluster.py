@@ -208,9 +208,14 @@ def test_the_broker_owning_half_the_partitions_killed_mid_stream(spark, pulsar_c
     victim = pulsar_cluster.info.brokers[1]["name"]  # brokers[1]: it owns about half of the partitions (spread)
     assert sum(url == brokers[1].admin_url for url in owner.values()) >= PARTITIONS // 3, owner
 
+    batch_rows: list = []
+
     def kill_broker_2(sink: Sink) -> None:
         wait_until(lambda: sink.total() > 0, 60, what="the first batch")
         pulsar_cluster.kill(victim)  # SIGKILL: its bundles move only once its metadata session expires (5 s)
+        # Meanwhile a batch query is planned and read, while broker 1 still redirects to the dead broker.
+        batch_rows.extend(spark.read.format("pulsar-throttled").options(**source_options(brokers[0], topic)).load()
+                          .collect())
 
     try:
         # Both URLs on the broker that lives: its admin API redirects to the dead one until the session expires.
@@ -219,3 +224,4 @@ def test_the_broker_owning_half_the_partitions_killed_mid_stream(spark, pulsar_c
     finally:
         pulsar_cluster.restart(victim)  # only now that the query has moved on (or failed)
     assert_exactly_once_under_quota(sink, topic, sent)
+    assert Counter(bytes(r.value) for r in batch_rows) == Counter(s.payload for s in sent)
