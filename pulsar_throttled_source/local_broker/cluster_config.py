@@ -1,7 +1,11 @@
 """What each process of a local cluster runs with: ZooKeeper's zoo.cfg, a bookie's bookkeeper.conf, a broker's
 broker.conf, the proxy's proxy.conf (keys as in the distribution's conf/ files of the pinned Pulsar), and the
 arguments of the cluster's metadata initialisation (`bin/pulsar initialize-cluster-metadata`). Pure text from a
-ClusterLayout: cluster_process.py writes and runs them."""
+ClusterLayout: cluster_process.py writes and runs them.
+
+The second mode (TLS and token/OAuth2 authentication across brokers and proxy, issue 52) is meant to come in here:
+ClusterSettings gains the security (CA, a certificate per member whose SAN is its own 127.0.0.N address, the
+authentication providers), each role's TLS ports join cluster_layout.ROLE_PORTS, and each *_conf adds its keys."""
 
 from __future__ import annotations
 

@@ -126,7 +126,10 @@ def drain_throttled(spark, at: SimpleNamespace, topic: str, sent: list[Sent], tm
     try:
         if meanwhile is not None:
             meanwhile(sink)
-        wait_until(lambda: sink.total() >= len(sent) or not query.isActive, 120, what="every message")
+        # Until every message came (not a count: a duplicate must not end the wait before the last one comes).
+        payloads = {s.payload for s in sent}
+        wait_until(lambda: payloads <= {v for b in sink.snapshot() for v in b.values} or not query.isActive, 120,
+                   what="every message")
         assert query.isActive, query.exception()
     finally:
         stop(query, sink)
@@ -138,10 +141,25 @@ def assert_exactly_once_under_quota(sink: Sink, topic: str, sent: list[Sent]) ->
     table = sink.table(partitions)
     print(table)
     delivered = [v for b in sink.data_batches() for v in b.values]
-    assert Counter(delivered) == Counter(s.payload for s in sent), table
+    assert Counter(delivered) == Counter(s.payload for s in sent), f"{table}\n{what_differs(sink, sent)}"
     assert len(sink.data_batches()) >= 3, f"the quota should spread the backlog over several batches\n{table}"
     ok, why = per_window_ok(sink.data_batches(), lambda b, p: b.n_entries(p), ENTRY_QUOTA)
     assert ok, f"{why}\n{table}"
+
+
+def what_differs(sink: Sink, sent: list[Sent]) -> str:
+    """Each payload delivered other than once: where it was written (partition, ledger:entry:batch index) and in
+    which batches it came, with the ids it came with."""
+    at = {s.payload: (s.partition, s.position) for s in sent}
+    came: dict[bytes, list[tuple[int, tuple[int, int, int]]]] = {}
+    for b in sink.data_batches():
+        for value, raw in zip(b.values, b.ids, strict=True):
+            mid = pulsar.MessageId.deserialize(raw)
+            came.setdefault(value, []).append((b.batch_id, (mid.ledger_id(), mid.entry_id(), mid.batch_index())))
+    lines = [f"{payload!r}: written to partition {at.get(payload, ('?', '?'))[0]} at {at.get(payload, ('?', '?'))[1]}, "
+             f"delivered {len(came.get(payload, []))} times {came.get(payload, [])}"
+             for payload in sorted(set(at) | set(came)) if len(came.get(payload, [])) != 1]
+    return "\n".join(lines)
 
 
 def test_a_throttled_stream_over_partitions_owned_by_both_brokers(spark, brokers, spread_topic, tmp_path):
