@@ -101,6 +101,27 @@ def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
 
 
 @pytest.fixture(scope="session")
+def pulsar_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A real local cluster (local_broker/cluster.py): ZooKeeper, 3 bookies, 2 brokers and a proxy, each its own process
+    on its own 127.0.0.N address, ensembles of 2. Started on first use, by test files whose names contain `cluster`
+    (test_pulsar_cluster.py), once per session (per xdist worker); the session broker's message limit (a client
+    process keeps one) and small ledgers. Its start time is printed (`-s`) and counted in the first test's setup."""
+    import time
+
+    from pulsar_throttled_source.local_broker.cluster import ClusterSettings, LocalCluster
+
+    settings = ClusterSettings(max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER, broker_extra=tuple(SAME_MESSAGE_LIMIT.items()))
+    cluster = LocalCluster(tmp_path_factory.mktemp("pulsar-cluster"), settings)
+    started = time.monotonic()
+    try:
+        cluster.start()
+        print(f"\nlocal cluster ready in {time.monotonic() - started:.1f} s: {cluster.info}")
+        yield cluster
+    finally:  # however the tests end; its data is thrown away, so no graceful stop (~5 s)
+        cluster.stop(graceful=False)
+
+
+@pytest.fixture(scope="session")
 def admin(broker: LocalBroker):
     from topic_admin import TopicAdmin
 

@@ -1,5 +1,6 @@
-"""The command line: `python -m pulsar_throttled_source.local_broker <start|stop|status|fetch>`, also installed as
-the `pulsar-local-broker` console script. Exit codes: 0 ok, 1 `status` of a broker that is not running, 2 a
+"""The command line: `python -m pulsar_throttled_source.local_broker <start|stop|status|fetch>` (a standalone broker)
+and `... cluster <start|stop|status>` (a local cluster: cluster.py), also installed as the `pulsar-local-broker`
+console script. Exit codes: 0 ok, 1 `status` of a broker that is not running, 2 a
 BrokerError (printed as one `error:` message, no traceback)."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+from .cluster import DEFAULT_CLUSTER_TIMEOUT_S, ClusterSettings, cluster_status, start_cluster, stop_cluster
 from .config import parse_broker_config
 from .distribution import resolve_broker_jars
 from .errors import BrokerError
@@ -40,7 +42,40 @@ def build_parser() -> argparse.ArgumentParser:
     p_fetch = sub.add_parser("fetch", help="only download the broker jars into the cache")
     p_fetch.add_argument("--class-archive", action="store_true",
                          help="also make a class-data archive of them (once per machine and Java; starts are faster with it)")
+    _add_cluster_parser(sub)
     return parser
+
+
+def _add_cluster_parser(sub: argparse._SubParsersAction) -> None:
+    p_cluster = sub.add_parser("cluster", help="a local cluster: ZooKeeper, 3 bookies, 2 brokers and a proxy, "
+                                               "each its own process on its own 127.0.0.N address")
+    actions = p_cluster.add_subparsers(dest="action", required=True)
+    p_start = actions.add_parser("start", help="start it in the background and print its URLs as one JSON line")
+    p_start.add_argument("--data-dir", help="the cluster's data directory (default: a new temp dir)")
+    p_start.add_argument("--max-entries-per-ledger", type=int, help="brokers roll ledgers over after N entries")
+    p_start.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
+                         help="a broker setting (broker.conf key) for every broker, repeatable")
+    p_start.add_argument("--timeout", type=float, default=DEFAULT_CLUSTER_TIMEOUT_S,
+                         help="seconds to wait until every member is ready")
+    for name in ("stop", "status"):
+        p = actions.add_parser(name, help=f"{name} the cluster of a data dir (default: the last one started)")
+        p.add_argument("--data-dir")
+
+
+def _cluster(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.action == "start":
+        if args.max_entries_per_ledger is not None and args.max_entries_per_ledger < 1:
+            parser.error("--max-entries-per-ledger must be a positive integer")
+        settings = ClusterSettings(max_entries_per_ledger=args.max_entries_per_ledger,
+                                   broker_extra=tuple(parse_broker_config(args.broker_config).items()))
+        print(start_cluster(args.data_dir, settings, args.timeout).to_json(), flush=True)
+    elif args.action == "stop":
+        print(json.dumps({"stopped": stop_cluster(args.data_dir)}))
+    else:
+        st = cluster_status(args.data_dir)
+        print(json.dumps(st))
+        return 0 if st["running"] else 1
+    return 0
 
 
 def _tls_files(parser: argparse.ArgumentParser, args: argparse.Namespace) -> TlsFiles | None:
@@ -58,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.command == "cluster":
+            return _cluster(parser, args)
         if args.command == "start":
             if args.max_entries_per_ledger is not None and args.max_entries_per_ledger < 1:
                 parser.error("--max-entries-per-ledger must be a positive integer")

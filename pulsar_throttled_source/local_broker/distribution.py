@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -41,9 +42,18 @@ def check_java() -> str:
     return java
 
 
+def jars_root(pom: Path) -> Path:
+    """Where the jars of `pom` are cached: a directory per digest of the pom, so a changed pom (a new artifact, a
+    new version) is resolved again instead of finding an older jar set complete, and checkouts with different poms
+    sharing one cache never replace each other's jars."""
+    return cache_dir() / f"jars-{hashlib.sha256(pom.read_bytes()).hexdigest()[:12]}"
+
+
 def resolve_broker_jars(quiet: bool = True) -> Path:
-    """Download the pinned broker and its dependencies once per machine; return the lib dir."""
-    return maven_jars(cache_dir(), MAVEN_FILES / "pom.xml", f"Apache Pulsar {PULSAR_VERSION} broker jars", quiet)
+    """Download the pinned Pulsar (broker, bookie, ZooKeeper, proxy) and its dependencies once per machine; return
+    the lib dir."""
+    pom = MAVEN_FILES / "pom.xml"
+    return maven_jars(jars_root(pom), pom, f"Apache Pulsar {PULSAR_VERSION} jars", quiet)
 
 
 def maven_jars(root: Path, pom: Path, what: str, quiet: bool = True) -> Path:

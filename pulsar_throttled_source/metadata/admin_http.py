@@ -12,7 +12,9 @@ A topic whose ownership moves between brokers (bundle unload, load shedding, rol
 answered with 307 to the new owner (followed, credentials kept only to the cluster's own hosts:
 owner_redirects) or 412/503 with a reason such as
 "Can't find owner" or "is being unloaded": such answers come from a broker, so they are retried
-within the same budget from the very first request.
+within the same budget from the very first request. So is an owner a redirect leads to that does not
+answer (a broker killed: until its metadata session expires the others still redirect to it), named
+as the topic's owner in logs and errors, not as admin.url.
 """
 
 from __future__ import annotations
@@ -56,10 +58,11 @@ TRANSACTIONS_DISABLED = re.compile(r"transactionCoordinatorEnabled", re.IGNORECA
 class _Transient(AdminError):
     """A failure that may go away (connection, timeout, 5xx, ownership move)."""
 
-    def __init__(self, message: str, reason: str, from_broker: bool = False) -> None:
+    def __init__(self, message: str, reason: str, from_broker: bool = False, source: str | None = None) -> None:
         super().__init__(message)
         self.reason = reason
-        self.from_broker = from_broker  # a broker's own "topic is moving" answer: the URL is right
+        self.from_broker = from_broker  # a broker's own "topic is moving" answer (or redirect): the URL is right
+        self.source = source  # who failed, when not admin.url itself (the owner a redirect led to)
 
 
 NO_CLIENT_TLS = TlsSettings()  # the system's trust store, hostnames checked, no client certificate
@@ -139,8 +142,9 @@ class AdminHttp:
 
         def log_retry(error: BaseException, attempt: int, delay: float) -> None:
             reason = error.reason if isinstance(error, _Transient) else type(error).__name__
+            source = error.source if isinstance(error, _Transient) and error.source else self.base
             log.warning("admin API unavailable, retry %d in %.1f s (%s from %s while %s; retrying for up to %.0f s, "
-                        "option adminRetryTimeoutMs)", attempt, delay, reason, self.base, what, self.retry_timeout_s)
+                        "option adminRetryTimeoutMs)", attempt, delay, reason, source, what, self.retry_timeout_s)
 
         try:
             result = call_with_retries(lambda: self._call_once(method, path, what, json=json, params=params, not_found=not_found,
@@ -191,12 +195,8 @@ class AdminHttp:
             raise AdminError(str(e)) from None
         except requests.exceptions.SSLError as e:
             raise AdminError(_tls_failure(self.base, what, str(e))) from None
-        except requests.exceptions.Timeout:
-            raise _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; check 'admin.url'.",
-                             f"no answer within {self.timeout_s:.0f} s") from None
         except requests.exceptions.RequestException as e:
-            reason = type(e).__name__
-            raise _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' (expected e.g. http://localhost:8080).", reason) from None
+            raise self._unreachable(e, what) from None
         if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
             raise TransactionsDisabled(f"The broker at {self.base} runs without transactions (transactionCoordinatorEnabled=false).")
         if http_status_transient(resp.status_code, method, resp.text):
@@ -234,6 +234,37 @@ class AdminHttp:
             raise _Transient(f"The Pulsar admin API at {self.base} gave an incomplete answer while {what}: {resp.text.strip()[:200]}",
                              "incomplete answer")
         return body
+
+
+    def _unreachable(self, error: requests.exceptions.RequestException, what: str) -> _Transient:
+        """A request that got no answer, from admin.url itself or from the broker it redirected to: a redirect
+        means admin.url answered (it is right: retried from the first request, like an ownership move), and the
+        one that did not answer is the topic's owner (a broker that died or stops), named as such."""
+        timed_out = isinstance(error, requests.exceptions.Timeout)
+        reason = f"no answer within {self.timeout_s:.0f} s" if timed_out else type(error).__name__
+        owner = _redirect_target(self.base, error)
+        if owner is not None:
+            return _Transient(f"The Pulsar admin API at {self.base} redirected to {owner} (the broker owning the topic), "
+                              f"which {'did not answer in time' if timed_out else 'cannot be reached'} while {what} "
+                              f"({reason}): a broker that stopped or died gives its topics to another.",
+                              reason, from_broker=True, source=f"{owner} (the topic's owner, redirected to by {self.base})")
+        if timed_out:
+            return _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; "
+                              "check 'admin.url'.", reason)
+        return _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' "
+                          "(expected e.g. http://localhost:8080).", reason)
+
+
+def _redirect_target(base: str, error: requests.exceptions.RequestException) -> str | None:
+    """scheme://host:port of the request that failed, when a redirect led it away from `base` (None otherwise).
+    Only the origin: no path, no user info."""
+    failed = urlparse(error.request.url) if error.request is not None and error.request.url else None
+    if failed is None or not failed.hostname:
+        return None
+    origin = f"{failed.scheme}://{failed.hostname}:{failed.port or (443 if failed.scheme == 'https' else 80)}"
+    own = urlparse(base)
+    own_origin = f"{own.scheme}://{own.hostname}:{own.port or (443 if own.scheme == 'https' else 80)}"
+    return origin if origin != own_origin else None
 
 
 class _Adapter(requests.adapters.HTTPAdapter):

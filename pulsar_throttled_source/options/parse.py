@@ -67,7 +67,7 @@ def _parsed(opts: Opts) -> SourceOptions:
     admin_credentials = auth.admin_credentials(opts, credentials)
 
     return SourceOptions(
-        service_url=values.url(opts, "service.url"),
+        service_url=values.url(opts, "service.url", several_hosts=True),
         admin_url=values.url(opts, "admin.url"),
         topics=topics,
         topics_pattern=pattern,

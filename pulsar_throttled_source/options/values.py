@@ -104,24 +104,32 @@ def choice(opts: Opts, name: str, *, unset: str | None = None) -> str | None:
     return text
 
 
-def url(opts: Opts, name: str, userinfo_allowed: bool = False) -> str:
+def url(opts: Opts, name: str, userinfo_allowed: bool = False, several_hosts: bool = False) -> str:
     """A URL with one of the spec's schemes, a host and a valid port, without user-info unless `userinfo_allowed`
-    (the caller then takes it out); trailing '/' dropped. A given but blank URL is an error, not the default."""
+    (the caller then takes it out); trailing '/' dropped. A given but blank URL is an error, not the default.
+    `several_hosts`: it may name several, as Pulsar's clients take a cluster's brokers (pulsar://h1:6650,h2:6650),
+    each checked alike."""
     spec = _spec(name, ("url",))
     raw = str(opts.get(spec.key, spec.default)).strip()
     parsed = urlparse(raw)
-    try:
-        port_ok = parsed.port is None or 0 < parsed.port < 65536
-    except ValueError:
-        port_ok = False
-    if parsed.scheme not in spec.allowed or not parsed.hostname or not port_ok:
-        raise ValueError(f"Option '{name}': {_shown(raw)} is not a valid URL; expected {' or '.join(s + '://host:port' for s in spec.allowed)}.")
+    hosts = parsed.netloc.split(",") if several_hosts else [parsed.netloc]
+    if parsed.scheme not in spec.allowed or not all(_host_and_port_ok(f"{parsed.scheme}://{host}") for host in hosts):
+        shapes = " or ".join(s + "://host:port" + (",host:port" if several_hosts else "") for s in spec.allowed)
+        raise ValueError(f"Option '{name}': {_shown(raw)} is not a valid URL; expected {shapes}.")
     user, password = userinfo(raw)
     if (user is not None or password is not None) and not userinfo_allowed:
         raise ValueError(f"Option '{name}': '{redacted(raw)}' holds a user name or password, which the source keeps out "
                          f"of URLs (they reach logs and error messages); {_CREDENTIALS_GO[name]}, and the URL as "
                          f"{without_userinfo(raw)}.")
     return raw.rstrip("/")
+
+
+def _host_and_port_ok(one_host_url: str) -> bool:
+    parsed = urlparse(one_host_url)
+    try:
+        return bool(parsed.hostname) and (parsed.port is None or 0 < parsed.port < 65536)
+    except ValueError:
+        return False
 
 
 def _shown(raw: str) -> str:

@@ -127,6 +127,10 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
     in_end_entry = False
     idle_ms = 0
     deleted = False
+    # How far the reader got: (ledger, entry, batch index; -1 not batched) of the last message it gave. A reader
+    # only moves forward, except that after a reconnect (its topic moved to another broker) the client may give
+    # again messages it gave before (seen on a cluster whose bundles moved: one message of a batch twice).
+    reached = (-1, -1, -1)
 
     def bound(g: Any, lo: int, hi: int) -> int:
         """Keep only the group's messages of batch indexes [lo, hi); the batch's rows after it."""
@@ -161,6 +165,19 @@ def read_entries(source: EntrySource, part: PartitionRange, lookups: TaskLookup,
                     break
                 continue
             idle_ms = 0
+            first_index = g.batch_index
+            got = g.rows - g.rows_before
+            last = (g.ledger, g.entry, first_index + got - 1 if first_index >= 0 else -1)
+            if (g.ledger, g.entry, first_index) <= reached:
+                if last <= reached:
+                    truncate(g.rows_before)  # all given before: dropped
+                    continue
+                # Part of it given before (the same entry, from an earlier index): keep what follows.
+                again = reached[2] - first_index + 1
+                g.rows = source.drop(g.rows_before, g.rows_before + again, g.rows)
+                g.batch_index = reached[2] + 1
+                g.new_entry = 0  # the entry was entered when its first messages came
+            reached = max(reached, last)
             if g.new_entry:
                 position = (g.ledger, g.entry)
                 # A chunked message belongs to the range of its first chunk.

@@ -323,6 +323,27 @@ def test_cluster_hosts_are_the_admin_urls_and_the_brokers_the_cluster_names():
     assert topic_of("http://h/admin/v2/namespaces/a/b") is None
 
 
+def test_a_redirect_to_an_owner_that_died_is_waited_out_and_names_the_owner(stub_admin_api, caplog):
+    """Issue 52, seen on a cluster with a broker killed: until its metadata session expires the other broker still
+    redirects (307) to it, and the redirect's target refuses connections. admin.url answered (it is right), so this
+    is retried from a session's first request, like an ownership move; the log and error name the dead owner."""
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    url = _url(stub_admin_api)
+    dead = f"http://127.0.0.1:{_closed_port()}"
+    _Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default"), 200]  # then the topic moved here
+    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)  # never answered before
+    assert admin.list_topics("public/default") == []
+    warnings = _warnings(caplog)
+    assert f"ConnectionError from {dead} (the topic's owner, redirected to by {url})" in warnings[0], warnings
+    assert "answers again" in warnings[-1]
+
+    _Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default")]
+    with pytest.raises(AdminError) as failed:
+        PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
+    assert f"redirected to {dead} (the broker owning the topic), which cannot be reached" in str(failed.value)
+    assert "check option 'admin.url'" not in str(failed.value)
+
+
 def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
     token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature-never-shown"
     caplog.set_level(logging.DEBUG)

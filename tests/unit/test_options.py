@@ -350,3 +350,17 @@ def test_a_url_whose_password_no_parser_can_find_is_not_echoed(option, url):
     with pytest.raises(ValueError, match=rf"Option '{option}': \(value not shown: it holds an '@' outside a user-info\) is not a valid") as error:
         parse(**{option: url})
     assert "123" not in str(error.value)
+
+
+def test_service_url_may_name_several_brokers_as_pulsars_clients_take_a_cluster():
+    # Issue 52: a cluster's brokers in one service URL (the client looks up through any of them).
+    assert parse(**{"service.url": "pulsar://b1:6650,b2:6650/"}).service_url == "pulsar://b1:6650,b2:6650"
+    assert parse(**{"service.url": "pulsar+ssl://b1:6651,b2:6651"}).service_url == "pulsar+ssl://b1:6651,b2:6651"
+    for bad in ("pulsar://b1:6650,", "pulsar://b1:6650,b2:99999", "pulsar://b1:6650,:6650"):
+        with pytest.raises(ValueError, match=re.escape(f"'service.url': '{bad}' is not a valid URL; expected "
+                                                       "pulsar://host:port,host:port or pulsar+ssl://")):
+            parse(**{"service.url": bad})
+    # The admin API is one HTTP endpoint (a proxy or a broker; a broker redirects to a topic's owner).
+    with pytest.raises(ValueError, match=re.escape("'admin.url': 'http://a1:8080,a2:8080' is not a valid URL; "
+                                                   "expected http://host:port or https://host:port.")):
+        parse(**{"admin.url": "http://a1:8080,a2:8080"})

@@ -117,6 +117,18 @@ def test_a_batched_end_entry_is_read_whole_while_the_topic_moves_to_another_brok
     assert reader.asked >= 3
 
 
+def test_messages_a_reconnected_reader_gives_again_are_delivered_once():
+    """Issue 52, seen on a cluster whose bundles moved to the other broker again and again: after a reconnect the
+    client may give again messages it gave before (one message of a batch came twice). The reader's position only
+    moves forward: what comes again, a batch's tail, a whole batched entry, an unbatched entry, is dropped."""
+    again = [FakeMessage.at(5, 0, i) for i in (0, 1, 2)] + [FakeMessage.at(5, 0, i) for i in (1, 2, 3)]  # mid-entry
+    again += [FakeMessage.at(5, 1, i) for i in range(4)] * 2  # a whole batched entry twice
+    again += [FakeMessage.at(5, 2), FakeMessage.at(5, 0, 3), FakeMessage.at(5, 2), FakeMessage.at(5, 3)]  # older ones
+    again += [FakeMessage.at(5, 4)]  # the next range's
+    got = values(task((5, -1), (5, 3), ((5, 0, 4),)), FakeReader(again))
+    assert got == [f"5:{e}:{i}".encode() for e, n in ((0, 4), (1, 4)) for i in range(n)] + [b"5:2:-1", b"5:3:-1"]
+
+
 def test_a_reader_whose_broker_never_answers_fails_naming_the_option():
     failures: list[Exception] = [pulsar.BrokerMetadataError("Consumer not found") for _ in range(20)]
     reader = MovingTopicReader([FakeMessage.at(5, 0, i) for i in range(3)], failures)
