@@ -23,6 +23,7 @@ import logging
 import re
 from collections import Counter
 from typing import Any, TypeVar
+from urllib.parse import urlparse
 
 import requests
 
