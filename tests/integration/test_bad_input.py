@@ -68,6 +68,8 @@ CASES: list[tuple[str, dict[str, str | None], str, list[str]]] = [
     ("offsets-malformed-json", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1,'}, "load",
      ["'startingOffsets': not 'earliest', 'latest' or valid JSON", "expected e.g."]),
     ("no-topic", {"topic": None}, "load", ["Exactly one of the options 'topic', 'topics', 'topicsPattern'", "found: none"]),
+    ("no-broker-urls", {"service.url": None, "admin.url": None}, "load",  # no default broker: localhost may be another server
+     ["Options 'service.url' and 'admin.url' are required", "pulsar://host:6650", "http://host:8080"]),
     ("unknown-option", {"startingOffset": "earliest"}, "load",
      ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets'"]),
     ("kafka-option", {"maxOffsetsPerTrigger": "1000"}, "load",

@@ -33,6 +33,7 @@ def test_ingest_flags_map_to_documented_options():
 
     ingest = load_example("throttled_ingest")
     args = ingest.build_parser().parse_args([
+        "--service-url", "pulsar://pulsar:6650", "--admin-url", "http://pulsar:8080",
         "--topics-pattern", "persistent://public/default/orders-.*", "--subscription", "copy",
         "--mode", "batch", "--period", "2", "--topic-rate-msgs", "10", "--topic-rate-bytes", "1000",
         "--subscription-rate-msgs", "5", "--subscription-rate-bytes", "500", "--source-rate-msgs", "50",
@@ -44,8 +45,12 @@ def test_ingest_flags_map_to_documented_options():
     assert opts["topicsPattern"] == "persistent://public/default/orders-.*"
     assert opts["dispatchThrottlingRatePerSubscriptionInByte"] == "500" and opts["ratePeriodInSecond"] == "2"
     assert opts["failOnDataLoss"] == "false" and opts["relativeToPublishRate"] == "true"
+    assert opts["service.url"] == "pulsar://pulsar:6650" and opts["admin.url"] == "http://pulsar:8080"
+    urls = ["--service-url", "pulsar://pulsar:6650", "--admin-url", "http://pulsar:8080"]
     with pytest.raises(SystemExit):  # exactly one of --topic, --topics, --topics-pattern
-        ingest.build_parser().parse_args(["--topic", "a", "--topics", "b", "--output", "o", "--checkpoint", "c"])
+        ingest.build_parser().parse_args([*urls, "--topic", "a", "--topics", "b", "--output", "o", "--checkpoint", "c"])
+    with pytest.raises(SystemExit):  # no default broker: both URLs required
+        ingest.build_parser().parse_args(["--topic", "a", "--output", "o", "--checkpoint", "c"])
 
 
 def test_demo_plot_and_entry_counting(tmp_path):

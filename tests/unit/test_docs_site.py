@@ -126,9 +126,11 @@ def _literal_queries(text: str) -> list[dict[str, str]]:
 def test_every_example_query_parses(page):
     """Each example's literal options are valid together (values, bounds, cross-option rules), as load() parses them."""
     for options in _literal_queries(page.read_text()):
+        if page.name in ("README.md", "local.md", "databricks.md", "serverless.md"):  # a quickstart is copied whole
+            assert {"service.url", "admin.url"} <= set(options), f"{page.name}: a quickstart's query gives both URLs: {options}"
         if not {"topic", "topics", "topicsPattern"} & set(options):
             options["topic"] = "orders"  # an example that elides its topic
-        parse_options(options)
+        parse_options({"service.url": "pulsar://pulsar:6650", "admin.url": "http://pulsar:8080", **options})  # ... or its broker
 
 
 def test_the_example_queries_are_found():

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import P0, P1, layout, stored_keys
+from builders import P0, P1, URLS, layout, stored_keys
 from fakes import FakeAdmin
 
 from pulsar_throttled_source import status as status_mod
@@ -124,7 +124,7 @@ def test_one_publish_time_lookup_per_partition_behind_within_the_timeout():
 
 def test_quota_buckets_are_read_rolled_to_now_and_never_created(tmp_path):
     path = tmp_path / "quota.sqlite"
-    opts = parse_options({"topic": TOPIC, "quotaStatePath": str(path), "subscription": "s",
+    opts = parse_options({**URLS, "topic": TOPIC, "quotaStatePath": str(path), "subscription": "s",
                           "dispatchThrottlingRatePerTopicInMsg": "10", "dispatchThrottlingRateInMsg": "100"})
     missing = quota_state(opts, QUERY_ID, [P0, P1], 1000.5)
     assert "no quota store file" in missing["error"] and not path.exists()
