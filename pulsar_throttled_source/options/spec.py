@@ -35,7 +35,7 @@ class OptionSpec:
     expected: str = ""  # what an allowed value is, as error messages put it
     allowed: tuple[str, ...] = ()  # choice: the values; url: the schemes
     pattern: str = ""  # name: a regular expression the whole value must match
-    shown: str | None = None  # the README's default, when not the default itself
+    shown: str | None = None  # the option reference's default, when not the default itself
     required: bool = False  # no default: a query without it fails at load() (parse.broker_urls)
 
     @property
@@ -199,7 +199,7 @@ BY_NAME: dict[str, OptionSpec] = {s.name: s for s in SPECS}
 BY_KEY: dict[str, OptionSpec] = {s.key: s for s in SPECS if s.kind != "prefix"}  # lowercased name -> spec
 PREFIX_OPTIONS: tuple[str, ...] = tuple(s.name[:-1] for s in SPECS if s.kind == "prefix")  # "pulsar.client." ...
 
-# Documented options: name -> (default shown in the README, meaning); what tests and examples check names against.
+# Documented options: name -> (default shown in the option reference, meaning); what tests and examples check names against.
 OPTIONS: dict[str, tuple[str, str]] = {s.name: (s.readme_default, s.meaning) for s in SPECS}
 
 
@@ -235,7 +235,7 @@ def settings(prefix: str) -> tuple[SettingSpec, ...]:
 
 
 def describe_options() -> str:
-    """Every option as help() shows it (the data source's docstring), from the same specs as the README's table."""
+    """Every option as help() shows it (the data source's docstring), from the same specs as the option reference."""
     lines = []
     for spec in SPECS:
         default = " (required)" if spec.required else f" (default: {spec.readme_default})" if spec.readme_default else ""

@@ -138,3 +138,21 @@ def test_the_example_queries_are_found():
     found = {page.name: len(_literal_queries(page.read_text())) for page in [ROOT / "README.md", *USER_PAGES]}
     assert all(found[name] >= 1 for name in ("README.md", "local.md", "databricks.md", "serverless.md")), found
     assert sum(found.values()) >= 10, found
+
+
+def test_the_package_points_users_at_pages_that_exist():
+    """Errors and comments in the package name documentation pages (the README's sections moved to docs/): every
+    docs/... page named exists, with the section named beside it, and none points at a README section any more."""
+    package = ROOT / "pulsar_throttled_source"
+    named = 0
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        assert not re.search(r"(?<!bench/)(?<!pulsar-spark's )README", text), f"{source} points at the README"
+        for page, section in re.findall(r"(docs/[\w/.-]+\.md)(?:, ['\"]([^'\"]+)['\"])?", text):
+            named += 1
+            assert (ROOT / page).is_file(), f"{source} names {page}, which does not exist"
+            if section:
+                assert re.search(rf"^#+ {re.escape(section)}", (ROOT / page).read_text(), re.M), f"{source}: no '{section}' in {page}"
+    assert named >= 5
+    from pulsar_throttled_source.options.names import WHERE_LISTED
+    assert "docs/reference/options.md" in WHERE_LISTED and "help(PulsarThrottledDataSource)" in WHERE_LISTED
