@@ -66,3 +66,20 @@ def test_demo_plot_and_entry_counting(tmp_path):
     args = demo.parse_args(["--out", str(tmp_path / "out" / "plot.png"), "--partitions", "2", "--quota", "5", "--per-entry", "1"])
     png = demo.save_plot([json.dumps(e) for e in events], args)
     assert png == tmp_path / "out" / "plot.png" and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_demo_sends_what_it_starts_to_its_log_and_keeps_the_table(tmp_path, capfd):
+    """Spark's JVM and the planner process inherit the demo's stderr: inside stderr_to it is the log file, so the
+    planner's INFO lines do not bury the table (stdout); afterwards stderr is the terminal again."""
+    import subprocess
+    import sys
+
+    demo = load_example("demo")
+    log = tmp_path / "out" / "demo.log"
+    with demo.stderr_to(log):
+        subprocess.run([sys.executable, "-c", "import sys; sys.stderr.write('INFO from a child process\\n')"], check=True)
+        print("a row of the table", flush=True)
+    print("after", file=sys.stderr, flush=True)
+    out, err = capfd.readouterr()
+    assert "a row of the table" in out and "INFO from a child process" not in out + err and "after" in err
+    assert log.read_text() == "INFO from a child process\n"
