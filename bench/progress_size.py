@@ -56,7 +56,8 @@ def compact(value: object) -> int:
 def make_reader(kind: type, partitions: int, per_partition: bool, work: Path, clock: FakeClock):
     names = [f"{TOPIC}-partition-{i}" for i in range(partitions)]
     catalog = FakeCatalog(*[layout(name, [(10_000 + i, BACKLOG // 2), (20_000 + i, BACKLOG // 2)]) for i, name in enumerate(names)])
-    raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(work / f"{kind.__name__}-{per_partition}.sqlite"),
+    raw = {"service.url": "pulsar://fake:6650", "admin.url": "http://fake:8080",  # the fake catalog answers: never reached
+           "topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(work / f"{kind.__name__}-{per_partition}.sqlite"),
            "throttlingMode": "batch",  # entry quotas: the engine needs no entry lookups (none are faked)
            "dispatchThrottlingRatePerTopicInMsg": "5",  # entries per partition and window
            "dispatchThrottlingRatePerSubscriptionInMsg": "8",

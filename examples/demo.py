@@ -3,7 +3,8 @@
 Starts a real Pulsar broker (LocalBroker, in a temp dir), fills a 4-partition topic with a
 backlog, and reads it with a throttled streaming query: batch mode, a topic quota of
 --quota entries per second on each partition, a 1-second processing-time trigger. One line
-per micro-batch shows what was delivered against the quota; at the end the package's plots helper
+per micro-batch shows what was delivered against the quota (the rest of the output, Spark's and the source's
+planner log, goes to out/demo.log, named by one line); at the end the package's plots helper
 (pulsar_throttled_source.plots) draws the query's progress (rows per micro-batch against the quota, each
 quota level's share of its window, lag in entries and seconds) into out/demo-throttling.png.
 
@@ -15,12 +16,14 @@ Everything it starts (query, Spark, broker) is stopped in `finally`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import logging
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -43,6 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=90,
                    help="stop the query this many seconds after its first micro-batch if the backlog is not read by then (default 90)")
     p.add_argument("--out", default="out/demo-throttling.png", help="where to save the plot")
+    p.add_argument("--log", default="out/demo.log", help="where Spark's and the source's log lines go (default %(default)s)")
     return p.parse_args(argv)
 
 
@@ -106,6 +110,23 @@ def save_plot(progress: list[str], args: argparse.Namespace) -> Path:
     return out
 
 
+@contextlib.contextmanager
+def stderr_to(log: Path) -> Iterator[None]:
+    """Everything written to stderr meanwhile, by this process and by those it starts (Spark's JVM, and through it
+    the planner process whose INFO lines would bury the table), goes to `log`; the table stays on stdout."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    sys.stderr.flush()
+    kept = os.dup(2)
+    with open(log, "wb") as f:  # this run's lines only
+        os.dup2(f.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(kept, 2)
+        os.close(kept)
+
+
 def run(args: argparse.Namespace, work: Path) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     started = time.monotonic()
@@ -116,54 +137,64 @@ def run(args: argparse.Namespace, work: Path) -> None:
         print(f"Produced {args.messages:,} messages of {args.payload_bytes} bytes on {TOPIC} "
               f"({args.partitions} partitions, ~{entries_total:,} entries)", flush=True)
 
-        from pyspark.sql import SparkSession
-        from pyspark.sql import functions as F
-
-        spark = (SparkSession.builder.master("local[2]").appName("pulsar-throttled-demo")
-                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
-                 .config("spark.sql.shuffle.partitions", "2")
-                 .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")  # keep the table readable ("batch is falling behind" etc.)
-        from pulsar_throttled_source import PulsarThrottledDataSource
-
-        spark.dataSource.register(PulsarThrottledDataSource)  # also works from an editable install run elsewhere
-        query = None
-        progress: list[str] = []
-        try:
-            df = (spark.readStream.format("pulsar-throttled")
-                  .option("service.url", broker.service_url).option("admin.url", broker.admin_url)
-                  .option("topic", TOPIC).option("startingOffsets", "earliest")
-                  .option("throttlingMode", "batch")
-                  .option("dispatchThrottlingRatePerTopicInMsg", str(args.quota))
-                  .option("quotaStatePath", str(work / "quota.sqlite"))
-                  .load())
-            counted: dict[int, tuple[int, int, int]] = {}
-
-            def count_batch(batch, batch_id: int) -> None:
-                rows = batch.select("messageId", F.length("value").alias("n")).collect()
-                entries = {entry_of(r.messageId) for r in rows}
-                counted[batch_id] = (len(rows), len(entries), sum(r.n for r in rows))
-
-            query = (df.writeStream.foreachBatch(count_batch).trigger(processingTime="1 second")
-                     .option("checkpointLocation", str(work / "checkpoint")).start())
-            quota_per_period = args.quota * args.partitions
-            print(f"Query started: topic quota {args.quota} entries/s per partition = {quota_per_period} entries "
-                  f"per 1 s window for the topic. Planner lines ('Planning ...') come from the source's logger.", flush=True)
-            print(f"{'batch':>5} {'t(s)':>6} {'rows':>6} {'entries':>7} {'bytes':>9} {'quota':>6} {'backlog':>8}", flush=True)
-            rows = poll_progress(query, counted, quota_per_period, args.duration)
-        finally:
-            if query is not None:
-                progress = [p.json for p in query.recentProgress]  # JSON: readable after Spark stops
-                query.stop()
-            spark.stop()
+        log = Path(args.log)
+        print(f"Spark's and the source's log lines: {log.resolve()}", flush=True)
+        with stderr_to(log):
+            rows, progress = run_query(args, work, broker)
     if not rows:
-        raise SystemExit("No micro-batch completed; see the log above.")
+        raise SystemExit(f"No micro-batch completed; see {log.resolve()}.")
+    quota_per_period = args.quota * args.partitions
     png = save_plot(progress, args)
     over = [r["batch"] for r in rows if r["entries"] > quota_per_period]
     print(f"\n{sum(r['rows'] for r in rows):,} messages in {sum(r['entries'] for r in rows):,} entries over "
           f"{len(rows)} micro-batches; max per micro-batch {max(r['entries'] for r in rows)} entries "
           f"(quota {quota_per_period}); over quota: {over or 'none'}.")
     print(f"Total run time {time.monotonic() - started:.0f} s. Plot: {png.resolve()}")
+
+
+def run_query(args: argparse.Namespace, work: Path, broker: LocalBroker) -> tuple[list[dict], list[str]]:
+    """The throttled query on the demo topic: the table's rows (one per micro-batch) and the query's progress."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (SparkSession.builder.master("local[2]").appName("pulsar-throttled-demo")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.sql.streaming.numRecentProgressUpdates", "1000").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")  # keep the table readable ("batch is falling behind" etc.)
+    from pulsar_throttled_source import PulsarThrottledDataSource
+
+    spark.dataSource.register(PulsarThrottledDataSource)  # also works from an editable install run elsewhere
+    query = None
+    progress: list[str] = []
+    try:
+        df = (spark.readStream.format("pulsar-throttled")
+              .option("service.url", broker.service_url).option("admin.url", broker.admin_url)
+              .option("topic", TOPIC).option("startingOffsets", "earliest")
+              .option("throttlingMode", "batch")
+              .option("dispatchThrottlingRatePerTopicInMsg", str(args.quota))
+              .option("quotaStatePath", str(work / "quota.sqlite"))
+              .load())
+        counted: dict[int, tuple[int, int, int]] = {}
+
+        def count_batch(batch, batch_id: int) -> None:
+            rows = batch.select("messageId", F.length("value").alias("n")).collect()
+            entries = {entry_of(r.messageId) for r in rows}
+            counted[batch_id] = (len(rows), len(entries), sum(r.n for r in rows))
+
+        query = (df.writeStream.foreachBatch(count_batch).trigger(processingTime="1 second")
+                 .option("checkpointLocation", str(work / "checkpoint")).start())
+        quota_per_period = args.quota * args.partitions
+        print(f"Query started: topic quota {args.quota} entries/s per partition = {quota_per_period} entries "
+              f"per 1 s window for the topic.", flush=True)
+        print(f"{'batch':>5} {'t(s)':>6} {'rows':>6} {'entries':>7} {'bytes':>9} {'quota':>6} {'backlog':>8}", flush=True)
+        rows = poll_progress(query, counted, quota_per_period, args.duration)
+    finally:
+        if query is not None:
+            progress = [p.json for p in query.recentProgress]  # JSON: readable after Spark stops
+            query.stop()
+        spark.stop()
+    return rows, progress
 
 
 def poll_progress(query, counted: dict, quota_per_period: int, duration: float) -> list[dict]:

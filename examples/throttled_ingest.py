@@ -25,8 +25,8 @@ import sys
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="throttled_ingest.py", description=__doc__.split("\n\n")[0],
                                 epilog="Quotas are per period (--period seconds); topic and subscription quotas apply to each partition.")
-    p.add_argument("--service-url", default="pulsar://localhost:6650", help="Pulsar service URL (default %(default)s)")
-    p.add_argument("--admin-url", default="http://localhost:8080", help="Pulsar admin URL (default %(default)s)")
+    p.add_argument("--service-url", required=True, help="Pulsar service URL, e.g. pulsar://host:6650 (pulsar+ssl://host:6651 with TLS)")
+    p.add_argument("--admin-url", required=True, help="Pulsar admin URL, e.g. http://host:8080 (https://host:8443 with TLS)")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--topic", help="one topic, partitioned or not")
     what.add_argument("--topics", help="comma-separated topics")

@@ -21,7 +21,7 @@ from typing import Any
 __all__ = ["PulsarThrottledDataSource"]
 # The one place the version is written: pyproject.toml and native/setup.py read it from here (the native
 # distribution is released at the same version, which the `native` extra pins; see CHANGELOG.md).
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 
 def __getattr__(name: str) -> Any:

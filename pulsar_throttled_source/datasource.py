@@ -20,7 +20,7 @@ from .schemas.topic_schema import value_schema_for  # noqa: E402
 
 
 class PulsarThrottledDataSource(DataSource):
-    # help() shows every option: the docstring is generated from the spec table, as the README's table is.
+    # help() shows every option: the docstring is generated from the spec table, as the option reference (docs/reference/options.md) is.
     __doc__ = f"""A throttled Apache Pulsar source: the data source named "pulsar-throttled".
 
 spark.readStream.format("pulsar-throttled").option("topic", ...).load(): a stream, its micro-batches throttled

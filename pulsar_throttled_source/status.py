@@ -129,7 +129,7 @@ def source_options(args: argparse.Namespace, batch: CommittedBatch) -> SourceOpt
             raise ValueError(f"{batch.checkpoint}: the committed offset names no partition; give the query's "
                              "--option topic=... (or topics, topicsPattern).")
         raw["topics"] = ",".join(bases)
-    return parse_options(raw)
+    return parse_options(raw, reads=False)  # the status asks the admin API only: service.url may be left out
 
 
 def is_secret_option(name: str) -> bool:
@@ -168,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pulsar_throttled_source.status",
                                      description="How far behind a pulsar-throttled query is, from its checkpoint (no Spark needed).")
     parser.add_argument("--checkpoint", required=True, help="the query's checkpointLocation (a local path)")
-    parser.add_argument("--admin-url", help="option admin.url")
+    parser.add_argument("--admin-url", help="option admin.url, e.g. http://host:8080 (required here or in --option/--options-file)")
     parser.add_argument("--subscription", help="option subscription (its quota buckets)")
     parser.add_argument("--quota-state-path", help="option quotaStatePath (the SQLite quota store)")
     parser.add_argument("--quota-store", help=f"option quotaStore (redis://[user@]host:port/db; its password from the "

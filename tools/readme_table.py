@@ -78,7 +78,7 @@ def per_partition(spec: OptionSpec) -> bool:
 def required(spec: OptionSpec) -> str:
     if spec.kind in ("topic", "topics", "pattern"):
         return ONE_OF_THE_TOPIC_OPTIONS
-    return "yes" if spec.kind == "url" and spec.default is None else "no"
+    return "yes" if spec.required else "no"
 
 
 def _cell(text: str) -> str:

@@ -214,8 +214,8 @@ class AdminHttp:
             if resp.status_code == 403 or reason.startswith("Unauthorized to"):
                 raise AdminPermissionDenied(
                     f"The Pulsar admin API at {self.base} refused {what} (HTTP {resp.status_code}: the role of the credentials "
-                    f"has no permission for it: {reason[:200]}). It needs {permission_needed(path)}; the README's 'Secured "
-                    "clusters' lists what each feature needs.")
+                    f"has no permission for it: {reason[:200]}). It needs {permission_needed(path)}; the documentation's "
+                    "Secured clusters guide (docs/guides/secured-clusters.md, 'Least privilege') lists what each feature needs.")
             raise AdminError(f"The Pulsar admin API at {self.base} refused {what} (HTTP 401: not authenticated); set credentials "
                              "with 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams' (or 'pulsar.admin.authParams').")
         if resp.status_code >= 400:

@@ -256,3 +256,23 @@ def current_topics(admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: r
         if pattern.fullmatch(str(topic)):
             bases[str(topic)] = topic
     return [bases[k] for k in sorted(bases)]
+
+
+def check_topics_exist(admin: PulsarAdmin, topics: Sequence[TopicName]) -> None:
+    """Named topics that do not exist fail the query at load(), naming each and its namespace (rather than at the
+    first plan, after start()). partition_count decides existence as planning does: the partitioned metadata asked
+    with auto-creation off (a lookup that may create topics would make them exist), and for an answer of 0
+    partitions (what Pulsar says for a missing topic too) the topic's own ledgers. A 404 is never retried."""
+    missing: list[TopicName] = []
+    for topic in topics:
+        try:
+            admin.partition_count(topic)
+        except TopicNotFound:
+            missing.append(topic)
+    if missing:
+        namespaces = ", ".join(dict.fromkeys(t.namespace_name for t in missing))
+        which = (f"Topic {missing[0]} does not exist in namespace {namespaces}" if len(missing) == 1 else
+                 f"Topics {', '.join(map(str, missing))} do not exist in namespace(s) {namespaces}")
+        raise ValueError(f"{which} on {admin.base}, neither partitioned nor non-partitioned (option 'topic' or 'topics'). "
+                         "The source never creates topics: check the name (a short name is in public/default) and "
+                         "'admin.url', or create the topic first.")

@@ -26,7 +26,7 @@ def _m(name: str, help: str, *labels: str, counter: bool = False) -> Metric:
     return Metric(f"pulsar_throttled_{name}", help, labels, counter)
 
 
-# Progress report field -> metric (planning/progress.py, README "Query progress").
+# Progress report field -> metric (planning/progress.py, docs/guides/monitoring.md, "Query progress").
 LAG = {
     "entriesBehindLatest": _m("entries_behind_latest", "Entries after the batch's end up to the newest readable entry, all partitions"),
     "maxEntriesBehindLatest": _m("max_entries_behind_latest", "Entries behind latest, largest over partitions"),

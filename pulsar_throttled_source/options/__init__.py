@@ -3,7 +3,7 @@
 Spark hands options over lowercased and as strings. Every check names the option and what is
 allowed, so a typo fails the query at load(), not hours later. Secrets (auth parameters, tokens)
 are kept out of repr and error messages.
-- ``spec``: the one table of options (the README's table and the data source's docstring are generated from it).
+- ``spec``: the one table of options (the option reference, docs/reference/options.md, and the data source's docstring are generated from it).
 - ``aliases``: Spark's Kafka source's and pulsar-spark's option names, accepted as ours or refused naming ours;
   ``names``: an unknown option's error, with the closest options and what they do.
 - ``parse``: parse_options, the rules across options; ``values``: one option read by its spec;

@@ -27,7 +27,7 @@ class Alias:
     name: str  # as its source spells it
     source: str
     ours: str  # our option it becomes
-    note: str  # the README's line: what carries over
+    note: str  # its line in the names table (docs/guides/migrating.md): what carries over
     inverted: bool = False  # a boolean whose true is our false
     sets: tuple[tuple[str, str], ...] = ()  # our options it also sets, with their values
 
@@ -197,7 +197,7 @@ def foreign_position(value: object, option: str) -> str:
 
 def describe_names() -> str:
     """Kafka's and pulsar-spark's names as help() shows them (the data source's docstring), from the same table
-    as the README's."""
+    as the names table (docs/guides/migrating.md)."""
     lines = []
     for a in ALIASES:
         sets = "".join(f", {k}={v}" for k, v in a.sets)

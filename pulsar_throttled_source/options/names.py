@@ -1,5 +1,5 @@
 """An unknown option's error: each name as the user wrote it, the closest options and what they do, in one message
-that needs no README (a notebook user has none at hand).
+that needs no documentation at hand (a notebook user has none).
 
 Spark loses the case of option names before the source sees them: DataFrameReader keeps them in a
 CaseInsensitiveMap, whose iterator (what the Python data source runner sends) yields the lowercased keys, and
@@ -20,7 +20,7 @@ from .spec import BY_KEY, SPECS
 
 _SEPARATORS = re.compile(r"[._\-\s]")
 WHERE_LISTED = ("Every option and its meaning: help(PulsarThrottledDataSource) (from pulsar_throttled_source import "
-                "PulsarThrottledDataSource), or the option table of the project's README.")
+                "PulsarThrottledDataSource), or the documentation's option reference (docs/reference/options.md).")
 
 
 def _squashed(name: str) -> str:

@@ -27,19 +27,21 @@ _NOT_OPTIONS = ("path",)  # what DataFrameReader.load(path) adds
 _TOPIC_OPTIONS = ("topic", "topics", "topicsPattern")
 
 
-def parse_options(raw: Mapping[str, str]) -> SourceOptions:
+def parse_options(raw: Mapping[str, str], *, reads: bool = True) -> SourceOptions:
+    """`reads`: False for a caller that only asks the admin API (the status command): service.url may be unset."""
     lowered = {str(k).lower(): ("" if v is None else str(v)) for k, v in raw.items()}
     opts, given_as = aliases.resolve(lowered)  # Kafka's and pulsar-spark's names: ours, or refused naming ours
     check_known(opts, raw)
     try:
-        return _parsed(opts)
+        return _parsed(opts, reads)
     except ValueError as e:
         if given_as:  # an error about an option given by another name says so
             e.args = (aliases.explain(str(e), given_as), *e.args[1:])
         raise
 
 
-def _parsed(opts: Opts) -> SourceOptions:
+def _parsed(opts: Opts, reads: bool) -> SourceOptions:
+    service_url, admin_url = broker_urls(opts, reads)
     topics, pattern, namespace = topic_selection(opts)
     subscription = values.name_value(opts, "subscription")
     period = values.number(opts, "ratePeriodInSecond")
@@ -67,8 +69,8 @@ def _parsed(opts: Opts) -> SourceOptions:
     admin_credentials = auth.admin_credentials(opts, credentials)
 
     return SourceOptions(
-        service_url=values.url(opts, "service.url", several_hosts=True),
-        admin_url=values.url(opts, "admin.url"),
+        service_url=service_url,
+        admin_url=admin_url,
         topics=topics,
         topics_pattern=pattern,
         pattern_namespace=namespace,
@@ -118,6 +120,23 @@ def check_known(opts: Opts, given: Mapping[str, object] | None = None) -> None:
     unknown = [k for k in opts if k not in BY_KEY and not k.startswith(PREFIX_OPTIONS) and k not in _NOT_OPTIONS]
     if unknown:
         raise ValueError(unknown_options_message(unknown, given or opts))
+
+
+def broker_urls(opts: Opts, reads: bool = True) -> tuple[str, str]:
+    """service.url and admin.url, both required: a default of localhost would have a query talk to whatever answers
+    there (a Spark master's UI on :8080). Without `reads`, an unset service.url is "" (never used)."""
+    needed = ("service.url", "admin.url") if reads else ("admin.url",)
+    missing = [name for name in needed if not values.is_set(opts, name)]
+    if missing:
+        raise ValueError(f"Option{'s' if len(missing) > 1 else ''} {' and '.join(repr(n) for n in missing)} "
+                         f"{'are' if len(missing) > 1 else 'is'} required (there is no default broker): "
+                         f"{BROKER_URLS_EXPECTED}.")
+    service_url = values.url(opts, "service.url", several_hosts=True) if values.is_set(opts, "service.url") else ""
+    return service_url, values.url(opts, "admin.url")
+
+
+BROKER_URLS_EXPECTED = ("'service.url' is where the executors read, pulsar://host:6650 (pulsar+ssl://host:6651 with TLS); "
+                        "'admin.url' is the broker's admin API, used for planning, http://host:8080 (https://host:8443 with TLS)")
 
 
 def topic_selection(opts: Opts) -> tuple[tuple[TopicName, ...], re.Pattern[str] | None, str | None]:

@@ -36,7 +36,8 @@ class OptionSpec:
     expected: str = ""  # what an allowed value is, as error messages put it
     allowed: tuple[str, ...] = ()  # choice: the values; url: the schemes
     pattern: str = ""  # name: a regular expression the whole value must match
-    shown: str | None = None  # the README's default, when not the default itself
+    shown: str | None = None  # the option reference's default, when not the default itself
+    required: bool = False  # no default: a query without it fails at load() (parse.broker_urls)
 
     @property
     def key(self) -> str:
@@ -76,9 +77,10 @@ def _choice(name: str, default: str, allowed: tuple[str, ...], meaning: str) -> 
 
 # In the order help() lists them (the option reference groups them by purpose: tools/readme_table.py).
 SPECS: tuple[OptionSpec, ...] = (
-    OptionSpec("service.url", "url", "pulsar://localhost:6650", "Pulsar service URL the executors read from.", allowed=("pulsar", "pulsar+ssl")),
-    OptionSpec("admin.url", "url", "http://localhost:8080", "Pulsar admin (HTTP) URL used for planning: partitions, ledgers, stats, policies.",
-               allowed=("http", "https")),
+    OptionSpec("service.url", "url", None, "Pulsar service URL the executors read from: pulsar://host:6650, or pulsar+ssl://host:6651 with TLS. "
+               "Required: there is no default broker.", allowed=("pulsar", "pulsar+ssl"), required=True),
+    OptionSpec("admin.url", "url", None, "Pulsar admin (HTTP) URL used for planning (partitions, ledgers, stats, policies): http://host:8080, "
+               "or https://host:8443 with TLS. Required: there is no default broker.", allowed=("http", "https"), required=True),
     OptionSpec("topic", "topic", None, "One topic to read (partitioned or not). Exactly one of topic, topics, topicsPattern."),
     OptionSpec("topics", "topics", None, "Comma-separated topics to read."),
     OptionSpec("topicsPattern", "pattern", None, "Regex over the persistent topics of one namespace, e.g. persistent://public/default/orders-.*; new matching topics are picked up."),
@@ -201,7 +203,7 @@ BY_NAME: dict[str, OptionSpec] = {s.name: s for s in SPECS}
 BY_KEY: dict[str, OptionSpec] = {s.key: s for s in SPECS if s.kind != "prefix"}  # lowercased name -> spec
 PREFIX_OPTIONS: tuple[str, ...] = tuple(s.name[:-1] for s in SPECS if s.kind == "prefix")  # "pulsar.client." ...
 
-# Documented options: name -> (default shown in the README, meaning); what tests and examples check names against.
+# Documented options: name -> (default shown in the option reference, meaning); what tests and examples check names against.
 OPTIONS: dict[str, tuple[str, str]] = {s.name: (s.readme_default, s.meaning) for s in SPECS}
 
 
@@ -237,10 +239,10 @@ def settings(prefix: str) -> tuple[SettingSpec, ...]:
 
 
 def describe_options() -> str:
-    """Every option as help() shows it (the data source's docstring), from the same specs as the README's table."""
+    """Every option as help() shows it (the data source's docstring), from the same specs as the option reference."""
     lines = []
     for spec in SPECS:
-        default = f" (default: {spec.readme_default})" if spec.readme_default else ""
+        default = " (required)" if spec.required else f" (default: {spec.readme_default})" if spec.readme_default else ""
         lines.append(f"  {spec.name}{default}\n" + textwrap.fill(spec.meaning.replace("`", ""), 100, initial_indent=" " * 6,
                                                                  subsequent_indent=" " * 6))
     return "\n".join(lines)

@@ -1,6 +1,6 @@
 """What the source reports to Spark's query progress: how far behind the query is after the planned
 micro-batch, and what the throttle did this trigger. One compact JSON object per source, the same on
-every Spark line (where each line shows it: README, "Query progress"):
+every Spark line (where each line shows it: docs/guides/monitoring.md, "Query progress"):
 
     {"entriesBehindLatest": 120, "maxEntriesBehindLatest": 70, "avgEntriesBehindLatest": 60.0,
      "messagesBehindLatest": 1200, "maxMessagesBehindLatest": 700, "avgMessagesBehindLatest": 600.0,

@@ -88,15 +88,18 @@ def _short(data: str) -> str:
 
 
 def value_schema_for(options: SourceOptions) -> ValueSchema | None:
-    """The decoding of a query's topics as they are now (None: raw bytes, or decodeSchema=false)."""
-    if not options.decode_schema:
-        return None
+    """The decoding of a query's topics as they are now (None: raw bytes, or decodeSchema=false). The one admin
+    session load() opens: named topics are checked to exist here too, so a missing one fails at load()."""
     from ..metadata.admin import PulsarAdmin
-    from ..metadata.catalog import current_topics
+    from ..metadata.catalog import check_topics_exist, current_topics
 
     o = options
     admin = PulsarAdmin.for_planning(o)
     try:
+        if o.topics_pattern is None:
+            check_topics_exist(admin, o.topics)
+        if not o.decode_schema:
+            return None
         return value_schema_of(admin, current_topics(admin, o.topics, o.topics_pattern, o.pattern_namespace), o.corrupt_records)
     finally:
         admin.close()

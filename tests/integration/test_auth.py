@@ -204,12 +204,13 @@ def test_every_accepted_spelling_of_the_token_option_is_used(auth_broker, auth_t
     """A spelling that passes validation must not be silently ignored (it was: the query then failed with HTTP 401)."""
     topic, _ = auth_topic
     value = token if key.lower().endswith("token") else f"token:{token}"
-    parsed = parse_options({"topic": topic, key.lower(): value})
+    urls = {"service.url": auth_broker.service_url, "admin.url": auth_broker.admin_url}
+    parsed = parse_options({**urls, "topic": topic, key.lower(): value})
     assert parsed.admin_credentials == TokenAuth(token=token)
     assert parsed.credentials == (None if key.startswith("pulsar.admin.") else TokenAuth(token=token))
     assert_no_secret(repr(parsed), secrets_of(token, wrong_token), "repr of the parsed options")
     # and the admin API accepts what was parsed
-    reader = PulsarStreamReader(parse_options({"topic": topic, "admin.url": auth_broker.admin_url, key.lower(): value}))
+    reader = PulsarStreamReader(parse_options({**urls, "topic": topic, key.lower(): value}))
     assert set(reader.planner.catalog.snapshot(force=True).layouts) == {f"{topic}-partition-0", f"{topic}-partition-1"}
     reader.stop()
 

@@ -6,8 +6,9 @@ no Spark); here a few of them run end to end, with every error that needs the br
 
 Every case runs `spark.readStream.format("pulsar-throttled")...load()` and, when load() accepts
 it, `.writeStream...start()` against the real broker. An option error must surface at load() as a
-Python exception from PySpark; an error that needs the broker (unknown topic, unreachable URLs)
-surfaces as the StreamingQueryException of awaitTermination. Either way the message names the
+Python exception from PySpark, as must a named topic that does not exist (load() asks the admin API once);
+an error that needs the broker's data (unknown partitions, an unreachable service URL) surfaces as the
+StreamingQueryException of awaitTermination. Either way the message names the
 option (or the topic / URL) and what is allowed, and it arrives within a bounded time.
 """
 
@@ -68,20 +69,28 @@ CASES: list[tuple[str, dict[str, str | None], str, list[str]]] = [
     ("offsets-malformed-json", {"startingOffsets": '{"{topic}-partition-0": {"ledgerId": 1,'}, "load",
      ["'startingOffsets': not 'earliest', 'latest' or valid JSON", "expected e.g."]),
     ("no-topic", {"topic": None}, "load", ["Exactly one of the options 'topic', 'topics', 'topicsPattern'", "found: none"]),
+    ("no-broker-urls", {"service.url": None, "admin.url": None}, "load",  # no default broker: localhost may be another server
+     ["Options 'service.url' and 'admin.url' are required", "pulsar://host:6650", "http://host:8080"]),
     ("unknown-option", {"startingOffset": "earliest"}, "load",
      ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets'"]),
     ("kafka-option", {"maxOffsetsPerTrigger": "1000"}, "load",
      ["'maxOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'maxEntriesPerTrigger'"]),
     ("auth-params-unsupported", {"pulsar.client.authParams": "user=me,password=hunter2"}, "load",
      ["'pulsar.client.authParams': expected 'token:<jwt>'", "file:///path/to/token", "(value not shown)"]),
-    # Errors that need the broker: the start positions against the topic's partitions, topics and namespaces
+    # Errors that need the broker's data: the start positions against the topic's partitions
     ("offsets-unknown-partition", {"startingOffsets": '{"{topic}-partition-7": "earliest"}'}, "start",
      ["'startingOffsets' names partition(s) {topic}-partition-7 that the query does not read", "known partitions: {topic}-partition-0"]),
-    ("topic-unknown", {"topic": "no-such-topic-{unique}"}, "start",
-     ["Topic persistent://public/default/no-such-topic-{unique} does not exist"]),
-    ("topics-one-unknown", {"topic": None, "topics": "{topic},no-such-{unique}"}, "start",
-     ["persistent://public/default/no-such-{unique} does not exist"]),
-    # Looked up at load (the topics' schema decides the columns): a pattern's namespace, the admin URL
+    # Looked up at load (named topics exist, the topics' schema decides the columns): topics, a pattern's namespace,
+    # the admin URL. The broker auto-creates topics on lookup (local_broker's config): the check must not.
+    ("topic-unknown", {"topic": "no-such-topic-{unique}"}, "load",
+     ["Topic persistent://public/default/no-such-topic-{unique} does not exist in namespace public/default on http://",
+      "neither partitioned nor non-partitioned (option 'topic' or 'topics')", "never creates topics"]),
+    ("topic-unknown-no-decoding", {"topic": "no-such-topic-{unique}", "decodeSchema": "false"}, "load",
+     ["Topic persistent://public/default/no-such-topic-{unique} does not exist in namespace public/default"]),
+    ("topics-one-unknown", {"topic": None, "topics": "{topic},no-such-{unique}"}, "load",
+     ["Topic persistent://public/default/no-such-{unique} does not exist in namespace public/default"]),
+    ("topic-unknown-namespace", {"topic": "persistent://public/no-such-ns-{unique}/t"}, "load",
+     ["Topic persistent://public/no-such-ns-{unique}/t does not exist in namespace public/no-such-ns-{unique}"]),
     ("pattern-unknown-namespace", {"topic": None, "topicsPattern": "persistent://public/no-such-ns-{unique}/x-.*"}, "load",
      ["Namespace public/no-such-ns-{unique} does not exist"]),
     # URLs and connectivity
@@ -100,7 +109,7 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def test_the_table_covers_both_stages_and_names_are_unique():
-    assert sum(c[2] == "load" for c in CASES) >= 8 and sum(c[2] == "start" for c in CASES) >= 4
+    assert sum(c[2] == "load" for c in CASES) >= 8 and sum(c[2] == "start" for c in CASES) >= 2
     assert len({c[0] for c in CASES}) == len(CASES)
 
 
@@ -124,6 +133,27 @@ def test_bad_input_fails_fast_and_clearly(spark, broker, topic, closed_port, uni
     assert where == stage, f"expected the error at {stage}, got it at {where}:\n{message[:2000]}"
     assert SECRET not in message
     assert elapsed < (LOAD_BOUND_S if stage == "load" else START_BOUND_S), f"took {elapsed:.1f} s"
+
+
+def test_a_refused_topic_is_not_created_and_an_existing_one_loads(spark, broker, admin, topic, unique, tmp_path):
+    """The existence check at load() asks with auto-creation off (this broker auto-creates on lookup): the refused
+    topic still does not exist afterwards; a non-partitioned topic and a partitioned one both pass load()."""
+    from pulsar_throttled_source.metadata.admin import PulsarAdmin
+    from pulsar_throttled_source.metadata.admin_http import TopicNotFound
+    from pulsar_throttled_source.topics import TopicName
+
+    missing = f"no-such-topic-{unique}-kept-missing"
+    where, message = run_to_error(spark, source_options(broker, missing, quotaStatePath=str(tmp_path / "q.sqlite")), tmp_path / "cp")
+    assert where == "load" and f"Topic persistent://public/default/{missing} does not exist in namespace public/default" in message
+    api = PulsarAdmin(broker.admin_url)
+    try:
+        with pytest.raises(TopicNotFound):
+            api.partition_count(TopicName.parse(missing))
+    finally:
+        api.close()
+    single = create_topic(admin, f"bad-input-single-{unique}", 0)
+    for name in (single, topic):
+        assert read_stream(spark, source_options(broker, name, quotaStatePath=str(tmp_path / "q.sqlite"))).columns
 
 
 def test_kafka_names_read_end_to_end(spark, broker, topic, tmp_path):

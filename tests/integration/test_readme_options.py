@@ -66,9 +66,9 @@ def test_per_partition_quotas_and_the_required_topic_are_called_out():
 
 
 def test_option_defaults_in_the_table_are_what_parsing_gives():
-    """The documented defaults are the parser's: parse with nothing but a topic and compare."""
-    parsed = parse_options({"topic": "t"})
-    assert parsed.service_url == OPTIONS["service.url"][0] and parsed.admin_url == OPTIONS["admin.url"][0]
+    """The documented defaults are the parser's: parse with nothing but a topic and the required URLs, and compare."""
+    parsed = parse_options({"topic": "t", "service.url": "pulsar://pulsar:6650", "admin.url": "http://pulsar:8080"})
+    assert OPTIONS["service.url"][0] == OPTIONS["admin.url"][0] == ""  # required: no default shown
     assert parsed.subscription == OPTIONS["subscription"][0] and parsed.start.kind == OPTIONS["startingOffsets"][0]
     assert str(parsed.poll_timeout_ms) == OPTIONS["pollTimeoutMs"][0]
     assert str(parsed.incomplete_chunk_wait_ms) == OPTIONS["incompleteChunkWaitMs"][0]

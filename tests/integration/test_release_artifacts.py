@@ -179,7 +179,9 @@ def test_twine_accepts_every_artifact(dist):
 
 
 PER_TRIGGER = 50  # maxEntriesPerTrigger of release_job.py: entries (here, messages) per micro-batch at most
-INSTALLS = {"native": "pulsar-throttled-source[native]", "python": "pulsar-throttled-source"}  # read path: requirement
+# read path: requirement, at this version: pip takes a development version (main's: 0.2.0.dev0) only when no release
+# is in sight or when asked for by its number (or --pre); docs/install.md, "A development build".
+INSTALLS = {"native": f"pulsar-throttled-source[native]=={VERSION}", "python": f"pulsar-throttled-source=={VERSION}"}
 PLANNED = {"native": "Read tasks read with the native read path (readPath=auto)",
            "python": "Read tasks read with the Python read path (readPath=auto): the package pulsar-throttled-source-native "
                      "is not installed"}

@@ -53,8 +53,12 @@ def backlog_after(entry: int, entries: int):
     return one_ledger.backlog_after(EntryPosition(5, entry))
 
 
+# A query's required URLs; unit tests answer from fakes, so nothing is ever reached there.
+URLS = {"service.url": "pulsar://localhost:6650", "admin.url": "http://localhost:8080"}
+
+
 def _options(tmp_path, defaults: dict[str, str], options: dict[str, object]):
-    raw = {"topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite"), **defaults}
+    raw = {**URLS, "topic": TOPIC, "startingOffsets": "earliest", "quotaStatePath": str(tmp_path / "quota.sqlite"), **defaults}
     raw |= {k: str(v) for k, v in options.items()}
     return parse_options({k.lower(): v for k, v in raw.items()})
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from builders import URLS
 
 from pulsar_throttled_source.credentials import BasicAuth
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.quota_settings import AdaptiveConfig
 
-BASE = {"topic": "orders", "dispatchThrottlingRatePerTopicInMsg": "100"}
+BASE = {**URLS, "topic": "orders", "dispatchThrottlingRatePerTopicInMsg": "100"}
 
 
 def parse(**extra: str):
@@ -69,9 +70,9 @@ def test_a_knob_without_the_switch_is_an_error_naming_it():
 
 def test_the_switch_needs_a_quota_to_scale():
     with pytest.raises(ValueError, match=re.escape("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set")):
-        parse_options({"topic": "orders", "adaptivethrottling": "true"})
+        parse_options({**URLS, "topic": "orders", "adaptivethrottling": "true"})
     # Broker quotas are ceilings too: known only at run time.
-    assert parse_options({"topic": "orders", "adaptivethrottling": "true", "quotasource": "broker"}).adaptive is not None
+    assert parse_options({**URLS, "topic": "orders", "adaptivethrottling": "true", "quotasource": "broker"}).adaptive is not None
     assert parse(adaptiveThrottling="true", dispatchThrottlingRateInByte="1000").adaptive is not None
 
 

@@ -8,6 +8,7 @@ import base64
 import json
 
 import pytest
+from builders import URLS
 
 from pulsar_throttled_source.credentials import AthenzAuth, BasicAuth, OAuth2Auth, TlsAuth, TokenAuth, scrub
 from pulsar_throttled_source.options import parse_options
@@ -17,7 +18,7 @@ JAVA = "org.apache.pulsar.client.impl.auth."
 
 
 def parse(**opts: str):
-    return parse_options({"topic": TOPIC, **{k.lower(): v for k, v in opts.items()}})
+    return parse_options({**URLS, "topic": TOPIC, **{k.lower(): v for k, v in opts.items()}})
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from builders import URLS
 
 from pulsar_throttled_source.offsets import SourceOffset
 from pulsar_throttled_source.options import parse_options
@@ -16,7 +17,7 @@ P0 = "persistent://public/default/orders-partition-0"
 
 
 def options(start: dict | None = None, end: dict | None = None, **more: str):
-    raw = {"topic": "orders", **more}
+    raw = {**URLS, "topic": "orders", **more}
     if start is not None:
         raw["startingOffsets"] = json.dumps({"orders-partition-0": start})
     if end is not None:

@@ -126,9 +126,11 @@ def _literal_queries(text: str) -> list[dict[str, str]]:
 def test_every_example_query_parses(page):
     """Each example's literal options are valid together (values, bounds, cross-option rules), as load() parses them."""
     for options in _literal_queries(page.read_text()):
+        if page.name in ("README.md", "local.md", "databricks.md", "serverless.md"):  # a quickstart is copied whole
+            assert {"service.url", "admin.url"} <= set(options), f"{page.name}: a quickstart's query gives both URLs: {options}"
         if not {"topic", "topics", "topicsPattern"} & set(options):
             options["topic"] = "orders"  # an example that elides its topic
-        parse_options(options)
+        parse_options({"service.url": "pulsar://pulsar:6650", "admin.url": "http://pulsar:8080", **options})  # ... or its broker
 
 
 def test_the_example_queries_are_found():
@@ -136,3 +138,21 @@ def test_the_example_queries_are_found():
     found = {page.name: len(_literal_queries(page.read_text())) for page in [ROOT / "README.md", *USER_PAGES]}
     assert all(found[name] >= 1 for name in ("README.md", "local.md", "databricks.md", "serverless.md")), found
     assert sum(found.values()) >= 10, found
+
+
+def test_the_package_points_users_at_pages_that_exist():
+    """Errors and comments in the package name documentation pages (the README's sections moved to docs/): every
+    docs/... page named exists, with the section named beside it, and none points at a README section any more."""
+    package = ROOT / "pulsar_throttled_source"
+    named = 0
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        assert not re.search(r"(?<!bench/)(?<!pulsar-spark's )README", text), f"{source} points at the README"
+        for page, section in re.findall(r"(docs/[\w/.-]+\.md)(?:, ['\"]([^'\"]+)['\"])?", text):
+            named += 1
+            assert (ROOT / page).is_file(), f"{source} names {page}, which does not exist"
+            if section:
+                assert re.search(rf"^#+ {re.escape(section)}", (ROOT / page).read_text(), re.M), f"{source}: no '{section}' in {page}"
+    assert named >= 5
+    from pulsar_throttled_source.options.names import WHERE_LISTED
+    assert "docs/reference/options.md" in WHERE_LISTED and "help(PulsarThrottledDataSource)" in WHERE_LISTED

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from builders import URLS
 
 from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint, without_userinfo
 from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
@@ -12,7 +13,7 @@ from pulsar_throttled_source.options import SETTINGS, SPECS, parse_options, valu
 from pulsar_throttled_source.positions import EntryPosition
 from tools import readme_table
 
-BASE = {"topic": "orders"}
+BASE = {**URLS, "topic": "orders"}
 
 
 def parse(**extra):
@@ -93,10 +94,31 @@ def test_quota_options_and_aliases():
     assert parse(throttlingMode="BATCH").quota.mode == "batch"
 
 
+def test_service_and_admin_urls_are_required_naming_both_and_what_they_look_like():
+    """No default broker: localhost:8080 may be another server (a Spark standalone master's UI)."""
+    for given, missing in (({}, "Options 'service.url' and 'admin.url' are required"),
+                           ({"service.url": "pulsar://h:6650"}, "Option 'admin.url' is required"),
+                           ({"admin.url": "http://h:8080"}, "Option 'service.url' is required"),
+                           ({"service.url": " ", "admin.url": "http://h:8080"}, "Option 'service.url' is required")):
+        with pytest.raises(ValueError) as e:
+            parse_options({"topic": "orders", **given})
+        text = str(e.value)
+        assert text.startswith(missing), text
+        for shape in ("pulsar://host:6650", "pulsar+ssl://", "http://host:8080", "https://"):
+            assert shape in text, (shape, text)
+    # Checked before everything else: a query with no URLs and no topic hears about the URLs first.
+    with pytest.raises(ValueError, match="^Options 'service.url' and 'admin.url' are required"):
+        parse_options({})
+    # The status command asks the admin API only: admin.url is required there, service.url is not.
+    with pytest.raises(ValueError, match="^Option 'admin.url' is required"):
+        parse_options({"topic": "orders"}, reads=False)
+    assert parse_options({"topic": "orders", "admin.url": "http://h:8080"}, reads=False).service_url == ""
+
+
 def test_topics_list_and_pattern():
-    o = parse_options({"topics": "a, b,a", "service.url": "pulsar://h:1"})
+    o = parse_options({**URLS, "topics": "a, b,a", "service.url": "pulsar://h:1"})
     assert [t.local for t in o.topics] == ["a", "b"]
-    o = parse_options({"topicspattern": "persistent://public/default/orders-.*"})
+    o = parse_options({**URLS, "topicspattern": "persistent://public/default/orders-.*"})
     assert o.topics_pattern is not None and o.pattern_namespace == "public/default"
     assert o.topics_pattern.fullmatch("persistent://public/default/orders-1")
 
@@ -157,7 +179,7 @@ BAD = [
 
 @pytest.mark.parametrize("extra,message", BAD, ids=[str(i) for i in range(len(BAD))])
 def test_bad_option_names_the_option_and_what_is_allowed(extra, message):
-    opts = {} if not extra and message.startswith("Exactly") else BASE
+    opts = URLS if not extra and message.startswith("Exactly") else BASE
     raw = {**opts, **extra}
     with pytest.raises(ValueError, match=re.escape(message)):
         parse_options({k.lower(): v for k, v in raw.items()})
@@ -165,7 +187,7 @@ def test_bad_option_names_the_option_and_what_is_allowed(extra, message):
 
 def test_invalid_pattern():
     with pytest.raises(ValueError, match="'topicsPattern'.*not a valid regular expression"):
-        parse_options({"topicspattern": "persistent://public/default/orders-(["})
+        parse_options({**URLS, "topicspattern": "persistent://public/default/orders-(["})
 
 
 def test_secret_never_in_error_messages():
@@ -176,10 +198,10 @@ def test_secret_never_in_error_messages():
 
 def test_durable_subscription_needs_a_name_of_its_own():
     with pytest.raises(ValueError, match="durableSubscription.*'subscription'"):
-        parse_options({"topic": "t", "durablesubscription": "true"})
-    o = parse_options({"topic": "t", "durablesubscription": "true", "subscription": "orders-ingest"})
+        parse_options({**URLS, "topic": "t", "durablesubscription": "true"})
+    o = parse_options({**URLS, "topic": "t", "durablesubscription": "true", "subscription": "orders-ingest"})
     assert o.durable_subscription and o.subscription == "orders-ingest"
-    assert not parse_options({"topic": "t"}).durable_subscription
+    assert not parse_options({**URLS, "topic": "t"}).durable_subscription
 
 
 # ---------------------------------------------------------------------------------------
@@ -269,7 +291,8 @@ def test_docs_table_generator_rewrites_only_the_tables(tmp_path):
     assert readme_table.main(["--check", "--docs", str(tmp_path)]) == 0
     rows = [line for line in readme_table.render().splitlines() if line.startswith("| `")]
     assert len(rows) == len(SPECS) and {row.split(" | ")[0][3:-1] for row in rows} == {spec.name for spec in SPECS}
-    assert rows[0].startswith("| `service.url` | `pulsar://localhost:6650` | no |")
+    assert rows[0].startswith("| `service.url` | (none) | yes |") and rows[1].startswith("| `admin.url` | (none) | yes |")
+    assert [row.split(" | ")[0][3:-1] for row in rows if " | yes | " in row] == ["service.url", "admin.url"]
     assert "&#124;" in readme_table.render() and all(row.count(" | ") == 3 for row in rows)
     options_page.write_text("# Options, with the markers gone\n")
     with pytest.raises(ValueError, match="reference/options.md has no generated table between"):
@@ -339,8 +362,9 @@ def test_help_on_the_data_source_shows_every_option_and_its_default():
 
     shown = pydoc.render_doc(PulsarThrottledDataSource, renderer=pydoc.plaintext)
     for spec in SPECS:
-        default = f" (default: {spec.readme_default})" if spec.readme_default else ""
+        default = " (required)" if spec.required else f" (default: {spec.readme_default})" if spec.readme_default else ""
         assert f"{spec.name}{default}\n" in shown, spec.name
+    assert "service.url (required)\n" in shown and "admin.url (required)\n" in shown
 
 
 @pytest.mark.parametrize("option,url", [("admin.url", "http://reader:pw/123@broker.example:8080"),

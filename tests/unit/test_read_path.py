@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+from builders import URLS
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.read_task import ClientConfig
@@ -63,10 +64,10 @@ def test_settings_the_c_api_cannot_apply_keep_the_query_on_the_python_path(libra
 
 
 def test_the_read_path_option():
-    assert parse_options({"topic": "t"}).read_path == "auto"
-    assert parse_options({"topic": "t", "readpath": "python"}).read_path == "python"
+    assert parse_options({**URLS, "topic": "t"}).read_path == "auto"
+    assert parse_options({**URLS, "topic": "t", "readpath": "python"}).read_path == "python"
     with pytest.raises(ValueError, match="readPath.*'fast'.*auto, native, python"):
-        parse_options({"topic": "t", "readpath": "fast"})
+        parse_options({**URLS, "topic": "t", "readpath": "fast"})
 
 
 def test_the_planner_says_which_path_tasks_take_and_native_fails_at_load(library):

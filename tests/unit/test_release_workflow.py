@@ -104,3 +104,19 @@ def test_the_release_notes_are_the_versions_changelog_section(jobs, tmp_path):
     assert notes.strip().startswith("The first version:") and "## [" not in notes and "[Unreleased]" not in notes, notes
     absent = run_step(script, tmp_path, "v99.0.0")
     assert absent.returncode == 1 and "CHANGELOG.md has no section '## [99.0.0]'" in absent.stdout, absent.stdout
+
+
+def test_main_carries_a_development_version_after_the_last_release():
+    """A release commit carries the version of CHANGELOG.md's newest release; every commit after it a development
+    version past it (so a build of main is never taken for the release), which the [native] extra pins too."""
+    import re
+
+    from packaging.version import Version
+
+    released = [Version(v) for v in re.findall(r"^## \[(\d[^\]]*)\] - \d{4}-\d\d-\d\d$", (ROOT / "CHANGELOG.md").read_text(), re.M)]
+    assert released, "CHANGELOG.md names no release"
+    version, newest = Version(VERSION), max(released)
+    assert version == newest or (version.is_devrelease and version > newest), (
+        f"__version__ {VERSION}: expected {newest} (its release commit) or a development version after it, e.g. "
+        f"{newest.major}.{newest.minor + 1}.0.dev0")
+    assert f'"pulsar-throttled-source-native=={VERSION};' in (ROOT / "pyproject.toml").read_text()

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from builders import P0, P1, layout, stored_keys
+from builders import P0, P1, URLS, layout, stored_keys
 from fakes import FakeAdmin
 
 from pulsar_throttled_source import status as status_mod
@@ -126,7 +126,7 @@ def test_one_publish_time_lookup_per_partition_behind_within_the_timeout():
 
 def test_quota_buckets_are_read_rolled_to_now_and_never_created(tmp_path):
     path = tmp_path / "quota.sqlite"
-    opts = parse_options({"topic": TOPIC, "quotaStatePath": str(path), "subscription": "s",
+    opts = parse_options({**URLS, "topic": TOPIC, "quotaStatePath": str(path), "subscription": "s",
                           "dispatchThrottlingRatePerTopicInMsg": "10", "dispatchThrottlingRateInMsg": "100"})
     missing = quota_state(opts, QUERY_ID, [P0, P1], 1000.5)
     assert "no quota store file" in missing["error"] and not path.exists()
@@ -183,10 +183,11 @@ def test_the_command_takes_no_secret_on_its_command_line(tmp_path, capsys, optio
 def test_the_redis_password_comes_from_the_environment_and_a_password_in_the_url_is_refused(tmp_path, monkeypatch, capsys):
     cp = write_checkpoint(tmp_path / "cp", {0: [offset_line({f"{TOPIC}-partition-0": (7, 3)})]}, committed=[0])
     monkeypatch.setenv(status_mod.PASSWORD_ENV, "pw-from-env")
-    args = argparse.Namespace(options_file=None, option=[], admin_url=None, subscription=None, quota_state_path=None,
-                              quota_store="redis://reader@redis.example:6379/0")
+    args = argparse.Namespace(options_file=None, option=[], admin_url="http://broker.example:8080", subscription=None,
+                              quota_state_path=None, quota_store="redis://reader@redis.example:6379/0")
     options = status_mod.source_options(args, committed_batch(str(cp), None))
     assert options.quota_store == QuotaStoreEndpoint("redis://redis.example:6379/0", "reader", "pw-from-env")
-    assert status_mod.main(["--checkpoint", str(cp), "--quota-store", "redis://:pw-in-url@redis.example:6379/0"]) == 1
+    assert status_mod.main(["--checkpoint", str(cp), "--admin-url", "http://broker.example:8080",
+                            "--quota-store", "redis://:pw-in-url@redis.example:6379/0"]) == 1
     err = capsys.readouterr().err
     assert "option 'quotaStorePassword'" in err and "pw-in-url" not in err

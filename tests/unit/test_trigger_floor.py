@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from builders import P0, P1, PLANNER_START, layout, positions, reader, stored_keys, unlimited
+from builders import P0, P1, PLANNER_START, URLS, layout, positions, reader, stored_keys, unlimited
 from builders import demand as engine_demand
 from fakes import FakeCatalog, FakeClock
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -150,31 +150,31 @@ def test_pyspark_4_0_and_4_1_refuse_the_floor_at_load(monkeypatch):
 
     message = r"'minEntriesPerTrigger' needs PySpark 4.2 or newer.*Trigger.AvailableNow"
     with pytest.raises(ValueError, match=message):
-        LatestOffsetStreamReader(parse_options({"topic": "t", "minentriespertrigger": "5"}))
+        LatestOffsetStreamReader(parse_options({**URLS, "topic": "t", "minentriespertrigger": "5"}))
     monkeypatch.setattr(datasource, "has_admission_control", lambda: False)
     with pytest.raises(ValueError, match=message):
-        datasource.PulsarThrottledDataSource({"topic": "t", "minEntriesPerTrigger": "5"})  # what load() constructs
-    datasource.PulsarThrottledDataSource({"topic": "t"})  # without the floor, 4.0/4.1 load as before
+        datasource.PulsarThrottledDataSource({**URLS, "topic": "t", "minEntriesPerTrigger": "5"})  # what load() constructs
+    datasource.PulsarThrottledDataSource({**URLS, "topic": "t"})  # without the floor, 4.0/4.1 load as before
 
 
 def test_a_batch_query_refuses_the_floor():
     from pulsar_throttled_source.batch import PulsarBatchReader
 
     with pytest.raises(ValueError, match="minEntriesPerTrigger throttle a stream's micro-batches"):
-        PulsarBatchReader(parse_options({"topic": "t", "minentriespertrigger": "5"}))
+        PulsarBatchReader(parse_options({**URLS, "topic": "t", "minentriespertrigger": "5"}))
 
 
 def test_a_batch_query_refuses_a_task_limit_per_trigger():
     from pulsar_throttled_source.batch import PulsarBatchReader
 
     with pytest.raises(ValueError, match=r"'maxTasksPerTrigger' applies to streams \(spark.readStream\) only"):
-        PulsarBatchReader(parse_options({"topic": "t", "maxTasksPerTrigger": "2"}))
-    PulsarBatchReader(parse_options({"topic": "t", "maxTasksPerTrigger": "0"}))  # the default: nothing to refuse
+        PulsarBatchReader(parse_options({**URLS, "topic": "t", "maxTasksPerTrigger": "2"}))
+    PulsarBatchReader(parse_options({**URLS, "topic": "t", "maxTasksPerTrigger": "0"}))  # the default: nothing to refuse
 
 
 @pytest.mark.parametrize("text,ms", [("30000", 30_000), ("250ms", 250), ("30s", 30_000), ("15m", 900_000),
                                      ("2min", 120_000), ("1h", 3_600_000), ("1d", 86_400_000), (" 45 S ", 45_000)])
 def test_max_trigger_delay_takes_milliseconds_or_sparks_time_strings(text, ms):
-    o = parse_options({"topic": "t", "minentriespertrigger": "5", "maxtriggerdelay": text})
+    o = parse_options({**URLS, "topic": "t", "minentriespertrigger": "5", "maxtriggerdelay": text})
     assert o.max_trigger_delay_ms == ms
-    assert parse_options({"topic": "t", "minentriespertrigger": "5"}).max_trigger_delay_ms == 900_000  # Kafka's 15m
+    assert parse_options({**URLS, "topic": "t", "minentriespertrigger": "5"}).max_trigger_delay_ms == 900_000  # Kafka's 15m
