@@ -1,0 +1,107 @@
+"""The options of a write (df.write / df.writeStream .format("pulsar-throttled")), parsed into one frozen WriteOptions.
+
+A write takes the reader's connection, TLS and authentication options (read by the same code: options.values,
+options.auth, options.passthrough), `topic` (or a topic column per row) and the producer's settings
+(`pulsar.producer.*`, writing.producer_settings). An option only a read uses is refused on a write, and a
+write's own option on a read (refuse_write_options, called by the data source before it parses a read), each
+naming the option, so nothing given is silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..admin_endpoint import AdminEndpoint
+from ..credentials import Credentials, TlsSettings
+from ..options import auth, passthrough, values
+from ..options.spec import BY_KEY
+from ..read_task import ClientConfig
+from ..topics import TopicName
+from .producer_settings import PRODUCER, ProducerSettings, producer_settings
+
+# The reader's options a write takes too; every other option of the table is a read's own.
+SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs")
+SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
+WRITE_PREFIXES = (PRODUCER,)  # a write's own
+_NOT_OPTIONS = ("path", "checkpointlocation")  # what save(path) and a stream's checkpointLocation add
+READS = "reads (spark.read, spark.readStream)"
+WRITES = "writes (df.write, df.writeStream)"
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """Every option of one write, validated; pickled into every write task."""
+
+    service_url: str
+    admin_url: str
+    topic: TopicName | None  # None: each row's topic column
+    producer: ProducerSettings
+    # client_kwargs may hold pass-through secrets (e.g. a TLS key password): kept out of repr.
+    client_kwargs: tuple[tuple[str, Any], ...] = field(repr=False)
+    credentials: Credentials | None = None
+    admin_credentials: Credentials | None = None
+    admin_tls: TlsSettings = TlsSettings()
+    admin_timeout_ms: int = 30_000
+
+    @property
+    def client(self) -> ClientConfig:
+        """How a write task connects: the reader's ClientConfig, so one pulsar.Client per worker serves both."""
+        return ClientConfig(self.service_url, self.client_kwargs, (), self.credentials, poll_timeout_ms=0, max_rows_per_batch=0,
+                            admin=self.admin)
+
+    @property
+    def admin(self) -> AdminEndpoint:
+        return AdminEndpoint(self.admin_url, self.admin_credentials, self.admin_tls, self.admin_timeout_ms)
+
+
+def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
+    opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in raw.items()}
+    check_write_names(opts)
+    client_kwargs = passthrough.client_kwargs(opts)
+    passthrough.check_admin_settings(opts)
+    credentials = auth.credentials(opts, passthrough.CLIENT)
+    admin_credentials = auth.admin_credentials(opts, credentials)
+    topic = TopicName.parse(opts["topic"], "topic") if values.is_set(opts, "topic") else None
+    return WriteOptions(
+        service_url=values.url(opts, "service.url"),
+        admin_url=values.url(opts, "admin.url"),
+        topic=topic,
+        producer=producer_settings(opts),
+        client_kwargs=client_kwargs,
+        credentials=credentials,
+        admin_credentials=admin_credentials,
+        admin_tls=auth.admin_tls(opts, dict(client_kwargs), admin_credentials),
+        admin_timeout_ms=values.number(opts, "adminTimeoutMs"),
+    )
+
+
+def check_write_names(opts: Mapping[str, str]) -> None:
+    """Every option of a write is a shared one or a write's own: a read's own option is refused by name."""
+    shared = {BY_KEY[name.lower()].key for name in SHARED}
+    read_only = sorted(k for k in opts if k in BY_KEY and k not in shared)
+    read_only += sorted(k for k in opts if k.startswith(passthrough.READER))
+    if read_only:
+        names = ", ".join(repr(_shown(k)) for k in read_only)
+        raise ValueError(f"Option(s) {names} apply to {READS} only; a write takes {', '.join(SHARED)}, "
+                         f"{', '.join(p + '*' for p in (*SHARED_PREFIXES, *WRITE_PREFIXES))}. Remove them from the write.")
+    prefixes = (*SHARED_PREFIXES, *WRITE_PREFIXES)
+    unknown = sorted(k for k in opts if k not in BY_KEY and not k.startswith(prefixes) and k not in _NOT_OPTIONS)
+    if unknown:
+        raise ValueError(f"Unknown option(s) {', '.join(repr(k) for k in unknown)} for a write; a write takes "
+                         f"{', '.join(SHARED)}, {', '.join(p + '*' for p in prefixes)}.")
+
+
+def refuse_write_options(raw: Mapping[str, str]) -> None:
+    """A read refuses a write's own options, naming them (before options.parse_options, which would call them unknown)."""
+    given = sorted(str(k) for k in raw if str(k).lower().startswith(WRITE_PREFIXES))
+    if given:
+        raise ValueError(f"Option(s) {', '.join(repr(k) for k in given)} apply to {WRITES} only; a read "
+                         "(spark.read, spark.readStream) does not produce. Remove them from the read.")
+
+
+def _shown(key: str) -> str:
+    """An option's documented spelling (Spark hands them over lowercased)."""
+    spec = BY_KEY.get(key)
+    return spec.name if spec else key
