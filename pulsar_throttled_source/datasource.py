@@ -84,23 +84,18 @@ Options:
         """df.write (append): each task's rows sent and confirmed before it ends (writing/)."""
         from .writing.writers import PulsarBatchWriter
 
-        return PulsarBatchWriter(*self._write_plan(schema, overwrite))
+        return PulsarBatchWriter(*self._write_plan(schema, overwrite, stream=False))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """df.writeStream: each micro-batch's rows sent and confirmed before its tasks end (writing/)."""
         from .writing.writers import PulsarStreamWriter
 
-        return PulsarStreamWriter(*self._write_plan(schema, overwrite))
+        return PulsarStreamWriter(*self._write_plan(schema, overwrite, stream=True))
 
-    def _write_plan(self, schema: StructType, overwrite: bool) -> tuple:
-        from .writing.message_columns import write_columns
-        from .writing.write_options import parse_write_options
+    def _write_plan(self, schema: StructType, overwrite: bool, stream: bool) -> tuple:
+        from .writing.writers import write_plan
 
-        if overwrite:
-            raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
-                             "outputMode(\"append\") for a stream.")
-        options = parse_write_options(self.options)
-        return options, write_columns(schema, options.topic is not None)
+        return write_plan(self.options, schema, overwrite, stream)
 
     def _checked_value_schema(self, schema: StructType) -> ValueSchema | None:
         value = self._value_schema()

@@ -8,6 +8,8 @@ cache (one pulsar.Client per worker for reads and writes):
   the driver; one row made into one message on an executor.
 - ``routing``: the partition of each message (a partition column, a key hashed as a Java producer does, round robin).
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
+- ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
+  the deduplication check.
 - ``write_task``: one task's rows sent, flushed and confirmed before its commit message returns.
 - ``writers``: the Spark-facing batch and stream writers (commit and abort on the driver).
 """

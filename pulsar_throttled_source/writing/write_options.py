@@ -9,6 +9,7 @@ naming the option, so nothing given is silently ignored.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,12 +20,15 @@ from ..options import auth, passthrough, values
 from ..options.spec import BY_KEY
 from ..read_task import ClientConfig
 from ..topics import TopicName
+from .effectively_once import GUARANTEES
 from .producer_settings import PRODUCER, ProducerSettings, producer_settings
 
 # The reader's options a write takes too; every other option of the table is a read's own.
 SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs")
 SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
 WRITE_PREFIXES = (PRODUCER,)  # a write's own
+WRITE_OPTIONS = ("deliveryGuarantee", "sinkId")  # a write's own options (README, "Writing to Pulsar")
+_SINK_ID = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _NOT_OPTIONS = ("path", "checkpointlocation")  # what save(path) and a stream's checkpointLocation add
 READS = "reads (spark.read, spark.readStream)"
 WRITES = "writes (df.write, df.writeStream)"
@@ -44,6 +48,12 @@ class WriteOptions:
     admin_credentials: Credentials | None = None
     admin_tls: TlsSettings = TlsSettings()
     admin_timeout_ms: int = 30_000
+    guarantee: str = "atLeastOnce"  # deliveryGuarantee: atLeastOnce or effectivelyOnce
+    sink_id: str | None = None  # sinkId: names the producers of an effectively-once write (a stream: the query's id)
+
+    @property
+    def effectively_once(self) -> bool:
+        return self.guarantee == "effectivelyOnce"
 
     @property
     def client(self) -> ClientConfig:
@@ -64,17 +74,41 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
     credentials = auth.credentials(opts, passthrough.CLIENT)
     admin_credentials = auth.admin_credentials(opts, credentials)
     topic = TopicName.parse(opts["topic"], "topic") if values.is_set(opts, "topic") else None
+    guarantee = _guarantee(opts)
+    producer = producer_settings(opts)
     return WriteOptions(
         service_url=values.url(opts, "service.url"),
         admin_url=values.url(opts, "admin.url"),
         topic=topic,
-        producer=producer_settings(opts),
+        producer=producer.effectively_once() if guarantee == "effectivelyOnce" else producer,
         client_kwargs=client_kwargs,
         credentials=credentials,
         admin_credentials=admin_credentials,
         admin_tls=auth.admin_tls(opts, dict(client_kwargs), admin_credentials),
         admin_timeout_ms=values.number(opts, "adminTimeoutMs"),
+        guarantee=guarantee,
+        sink_id=_sink_id(opts),
     )
+
+
+def _guarantee(opts: Mapping[str, str]) -> str:
+    raw = opts.get("deliveryguarantee", "").strip()
+    for name in GUARANTEES:
+        if raw.lower() == name.lower():
+            return name
+    if not raw:
+        return GUARANTEES[0]
+    raise ValueError(f"Option 'deliveryGuarantee': '{raw}' is not allowed; expected {' or '.join(GUARANTEES)}.")
+
+
+def _sink_id(opts: Mapping[str, str]) -> str | None:
+    raw = opts.get("sinkid", "").strip()
+    if not raw:
+        return None
+    if not _SINK_ID.fullmatch(raw):
+        raise ValueError(f"Option 'sinkId': '{raw}' is not allowed; expected up to 100 letters, digits, '_', '-', '.' "
+                         "(it names the write's producers).")
+    return raw
 
 
 def check_write_names(opts: Mapping[str, str]) -> None:
@@ -84,18 +118,20 @@ def check_write_names(opts: Mapping[str, str]) -> None:
     read_only += sorted(k for k in opts if k.startswith(passthrough.READER))
     if read_only:
         names = ", ".join(repr(_shown(k)) for k in read_only)
-        raise ValueError(f"Option(s) {names} apply to {READS} only; a write takes {', '.join(SHARED)}, "
+        raise ValueError(f"Option(s) {names} apply to {READS} only; a write takes {', '.join((*SHARED, *WRITE_OPTIONS))}, "
                          f"{', '.join(p + '*' for p in (*SHARED_PREFIXES, *WRITE_PREFIXES))}. Remove them from the write.")
     prefixes = (*SHARED_PREFIXES, *WRITE_PREFIXES)
-    unknown = sorted(k for k in opts if k not in BY_KEY and not k.startswith(prefixes) and k not in _NOT_OPTIONS)
+    own = {name.lower() for name in WRITE_OPTIONS}
+    unknown = sorted(k for k in opts if k not in BY_KEY and k not in own and not k.startswith(prefixes) and k not in _NOT_OPTIONS)
     if unknown:
         raise ValueError(f"Unknown option(s) {', '.join(repr(k) for k in unknown)} for a write; a write takes "
-                         f"{', '.join(SHARED)}, {', '.join(p + '*' for p in prefixes)}.")
+                         f"{', '.join((*SHARED, *WRITE_OPTIONS))}, {', '.join(p + '*' for p in prefixes)}.")
 
 
 def refuse_write_options(raw: Mapping[str, str]) -> None:
     """A read refuses a write's own options, naming them (before options.parse_options, which would call them unknown)."""
-    given = sorted(str(k) for k in raw if str(k).lower().startswith(WRITE_PREFIXES))
+    own = {name.lower() for name in WRITE_OPTIONS}
+    given = sorted(str(k) for k in raw if str(k).lower().startswith(WRITE_PREFIXES) or str(k).lower() in own)
     if given:
         raise ValueError(f"Option(s) {', '.join(repr(k) for k in given)} apply to {WRITES} only; a read "
                          "(spark.read, spark.readStream) does not produce. Remove them from the read.")

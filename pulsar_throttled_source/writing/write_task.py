@@ -17,13 +17,13 @@ from typing import Any
 from pyspark.sql.datasource import WriterCommitMessage
 
 from ..credentials import scrub
+from ..reading.client_cache import client_for
 from ..topics import TopicName
+from .effectively_once import ProducerIdentity, check_deduplication, task_identity
 from .message_columns import WriteColumns
 from .producers import Key, done_with, partition_names, producer_for
 from .routing import Router
 from .write_options import WriteOptions
-
-CHECK_EVERY = 1000  # rows between looks at the confirmations that came back (a failed send stops the task early)
 
 
 @dataclass
@@ -32,6 +32,7 @@ class SinkCommitMessage(WriterCommitMessage):
 
     task: int
     messages: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0  # effectivelyOnce: rows an earlier attempt had persisted
 
     @property
     def total(self) -> int:
@@ -68,48 +69,99 @@ class Confirmations:
             return self._done.wait_for(lambda: self.pending == 0, timeout_s)
 
 
+class TaskProducers:
+    """The producers one task sends on: the worker's, kept for the next tasks (atLeastOnce), or the task's own, named
+    for effectivelyOnce (writing.effectively_once) and closed when it ends, since the next run of this Spark partition
+    may be in another worker and the broker connects a name once per topic."""
+
+    def __init__(self, options: WriteOptions, identity: ProducerIdentity | None) -> None:
+        self.options = options
+        self.identity = identity
+        self.open: dict[str, tuple[Key, Any, int]] = {}  # destination -> (cache key, producer, last persisted sequence id)
+
+    def get(self, destination: str) -> tuple[Any, int]:
+        found = self.open.get(destination)
+        if found is None:
+            found = self.open[destination] = self._create(destination)
+        return found[1], found[2]
+
+    def _create(self, destination: str) -> tuple[Key, Any, int]:
+        o = self.options
+        try:
+            if self.identity is None:
+                key, producer = producer_for(o.client, destination, o.producer.kwargs)
+                return key, producer, -1
+            producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(o.producer.kwargs))
+            return (), producer, producer.last_sequence_id()
+        except Exception as e:
+            name = type(e).__name__
+            hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
+            raise RuntimeError(f"Cannot create a producer on {destination} at {o.service_url}: {name}: "
+                               f"{scrub(str(e), o.credentials)} ({hint}).") from None
+
+    def flush(self) -> None:
+        for _, producer, _ in self.open.values():
+            producer.flush()
+
+    def finish(self, failed: bool) -> None:
+        if self.identity is None:
+            done_with([key for key, _, _ in self.open.values()], failed)
+            return
+        for _, producer, _ in self.open.values():
+            try:
+                producer.close()
+            except Exception:  # a broken producer may fail to close; its connection goes with it
+                pass
+
+
 def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
-    """Send every row, flush, and wait until the broker confirmed each one; raise the first failure."""
-    producer_kwargs = options.producer.kwargs
+    """Send every row, flush, and wait until the broker confirmed each one; raise the first failure. Under
+    effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
+    persisted sequence id) are skipped."""
+    identity = task_identity(options.sink_id, task) if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
     routers: dict[str, Router] = {}
-    producers: dict[str, tuple[Key, Any]] = {}
+    producers = TaskProducers(options, identity)
     answers = Confirmations()
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
+    skipped = 0
     failed = True
     try:
-        for n, row in enumerate(rows, 1):
+        for position, row in enumerate(rows):
             m = columns.message(row)
             topic = options.topic or _row_topic(m.topic, topic_column)
             router = routers.get(str(topic))
             if router is None:
+                if identity is not None and options.topic is None:  # the option's topic was checked at the start
+                    check_deduplication(options.admin, [topic])
                 router = routers[str(topic)] = Router(topic, _partitions(options, topic), task, single)
             destination = router.destination(m.key, m.partition, partition_column)
-            if destination not in producers:
-                producers[destination] = _open_producer(options, destination)
+            producer, last_persisted = producers.get(destination)
+            sequence_id = identity.sequence_id(position) if identity is not None else None
+            if sequence_id is not None and sequence_id <= last_persisted:
+                skipped += 1  # persisted by an earlier attempt of this task
+                continue
             answers.sending()
             try:
-                producers[destination][1].send_async(m.value, answers.callback(destination), properties=m.properties,
-                                                     partition_key=m.key, ordering_key=m.ordering_key,
-                                                     event_timestamp=m.event_time_ms)
+                producer.send_async(m.value, answers.callback(destination), properties=m.properties, partition_key=m.key,
+                                    ordering_key=m.ordering_key, sequence_id=sequence_id, event_timestamp=m.event_time_ms)
             except Exception as e:
                 answers.callback(destination)(_result_of(e), None)
-            if n % CHECK_EVERY == 0 and answers.error:
-                break
-        for _, producer in producers.values():
-            if answers.error is None:
-                producer.flush()
-        answers.wait(_wait_s(producer_kwargs))
+            if answers.error:
+                break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
+        if answers.error is None:
+            producers.flush()
+        answers.wait(_wait_s(options.producer.kwargs))
         if answers.error is not None:
             raise SendFailed(options, *answers.error)
         if answers.pending:
             raise RuntimeError(f"{answers.pending} sends were still unconfirmed after the producers' flush; "
                                "raise 'pulsar.producer.sendTimeoutMillis' or check the broker's health.")
         failed = False
-        return SinkCommitMessage(task, dict(answers.confirmed))
+        return SinkCommitMessage(task, dict(answers.confirmed), skipped)
     finally:
-        done_with([key for key, _ in producers.values()], failed)
+        producers.finish(failed)
 
 
 def _row_topic(value: str | None, column: str) -> TopicName:
@@ -130,16 +182,6 @@ def _partitions(options: WriteOptions, topic: TopicName) -> int:
                            f"Check option 'service.url' and the authentication options (pulsar.client.authPluginClassName, "
                            "pulsar.client.authParams).") from None
     return 0 if names == [str(topic)] else len(names)
-
-
-def _open_producer(options: WriteOptions, destination: str) -> tuple[Key, Any]:
-    try:
-        return producer_for(options.client, destination, options.producer.kwargs)
-    except Exception as e:
-        name = type(e).__name__
-        hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
-        raise RuntimeError(f"Cannot create a producer on {destination} at {options.service_url}: {name}: "
-                           f"{scrub(str(e), options.credentials)} ({hint}).") from None
 
 
 def _wait_s(kwargs: tuple[tuple[str, Any], ...]) -> float | None:
@@ -174,5 +216,5 @@ class SendFailed(RuntimeError):
         name = str(result).rsplit(".", 1)[-1]
         hint = HINTS.get(name, "check option 'service.url' and the broker's health")
         super().__init__(f"Sending to {destination} at {options.service_url} failed: {scrub(name, options.credentials)} ({hint}). "
-                         "The task fails; messages it sent before stay written (deliveryGuarantee atLeastOnce: Spark's retry "
-                         "sends the task's rows again).")
+                         "The task fails; the messages it sent before stay written (deliveryGuarantee=atLeastOnce: Spark's "
+                         "retry sends them again; effectivelyOnce: the retry skips them).")

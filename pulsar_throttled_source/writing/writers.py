@@ -13,11 +13,31 @@ from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
-from .message_columns import WriteColumns
-from .write_options import WriteOptions
+from .effectively_once import check_deduplication
+from .message_columns import WriteColumns, write_columns
+from .write_options import WriteOptions, parse_write_options
 from .write_task import SinkCommitMessage, write_rows
 
 log = logging.getLogger(__name__)
+
+
+def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> tuple[WriteOptions, WriteColumns]:
+    """A write's options and columns, checked on the driver before any task runs (writer(), streamWriter())."""
+    if overwrite:
+        raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
+                         "outputMode(\"append\") for a stream.")
+    options = parse_write_options(raw_options)
+    columns = write_columns(schema, options.topic is not None)
+    if options.effectively_once:
+        if not stream and options.sink_id is None:
+            raise ValueError("Option 'deliveryGuarantee'=effectivelyOnce needs option 'sinkId' for a batch write (df.write): "
+                             "a name of this write's own, the same when it is run again (it names the producers whose "
+                             "sequence ids the broker deduplicates). A stream uses its query's id unless sinkId is set.")
+        if options.topic is not None:
+            check_deduplication(options.admin, [options.topic])  # a topic column's topics: checked by the tasks
+    elif options.sink_id is not None:
+        raise ValueError("Option 'sinkId' applies with deliveryGuarantee=effectivelyOnce only; set that, or remove sinkId.")
+    return options, columns
 
 
 def _task_partition() -> int:
@@ -28,8 +48,12 @@ def _task_partition() -> int:
 
 
 def _written(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
-    """(messages confirmed, tasks that reported) over the tasks' commit messages."""
+    """(messages confirmed, tasks that reported) over the tasks' commit messages; rows skipped as already written, logged."""
     done = [m for m in messages if isinstance(m, SinkCommitMessage)]
+    skipped = sum(m.skipped for m in done)
+    if skipped:
+        log.info("%d rows were already in Pulsar from an earlier attempt of their task (deliveryGuarantee=effectivelyOnce): "
+                 "skipped.", skipped)
     return sum(m.total for m in done), len(done)
 
 
@@ -65,5 +89,5 @@ class PulsarStreamWriter(DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
         total, tasks = _written(messages)
-        log.warning("Micro-batch %d failed; %d messages of %d finished tasks are already in Pulsar (deliveryGuarantee "
-                    "atLeastOnce: the batch's retry sends them again).", batchId, total, tasks)
+        log.warning("Micro-batch %d failed; %d messages of %d finished tasks are already in Pulsar (deliveryGuarantee="
+                    "atLeastOnce: the batch's retry sends them again; effectivelyOnce: it skips them).", batchId, total, tasks)

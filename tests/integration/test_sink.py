@@ -5,24 +5,31 @@ payload), nothing lost or duplicated; bad input refused with a clear error."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pulsar
 import pytest
-from helpers import create_topic, produce
+import requests
+from helpers import create_namespace, create_topic, produce
 from java_producer import KeyProducer
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
 from streaming import read_stream, source_options
 
 from pulsar_throttled_source.writing.routing import key_partition
 
+JOBS = Path(__file__).parent / "fault_jobs"
 UTC = dt.timezone.utc
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
                      StructField("properties", MapType(StringType(), StringType())), StructField("eventTime", TimestampType()),
                      StructField("orderingKey", StringType())])
 
 
-def read_back(client: pulsar.Client, topic: str, expected: int) -> list[tuple]:
+def read_back(client: pulsar.Client, topic: str, expected: int | None) -> list[tuple]:
     """Every message of every partition of `topic`, as (partition, value or None, key, properties, event time ms, ordering key)."""
     got: list[tuple] = []
     for partition in client.get_topic_partitions(topic):
@@ -34,7 +41,7 @@ def read_back(client: pulsar.Client, topic: str, expected: int) -> list[tuple]:
                             _props(m.properties()), m.event_timestamp() or None, _text(m.ordering_key())))
         finally:
             reader.close()
-    assert len(got) == expected, f"{len(got)} messages in {topic}, expected {expected}"
+    assert expected is None or len(got) == expected, f"{len(got)} messages in {topic}, expected {expected}"
     return got
 
 
@@ -123,6 +130,45 @@ def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin
     assert "'pulsar.producer.batchingenabledd' is not a setting of pulsar-client's producer" in write(good, **{"pulsar.producer.batchingEnabledd": "true"})
     assert "'pulsar.producer.compressiontype': 'LZ5' is not allowed; expected one of NONE, LZ4" in write(good, **{"pulsar.producer.compressionType": "LZ5"})
     assert "Column 'partition' is 7 but topic" in write(good.selectExpr("*", "7 as partition"))
+    # effectivelyOnce: deduplication off on the topic (public/default's default), a batch write without its sinkId.
+    off = write(good, deliveryGuarantee="effectivelyOnce", sinkId="s1")
+    assert f"needs message deduplication on topic {topic}, and it is off" in off
+    assert f"pulsar-admin topics set-deduplication --enable {topic}" in off
+    assert "needs option 'sinkId' for a batch write" in write(good, deliveryGuarantee="effectivelyOnce")
     with pytest.raises(Exception, match="'pulsar.producer.batchingenabled' apply to writes"):
         spark.read.format("pulsar-throttled").options(**source_options(broker, topic, **{"pulsar.producer.batchingEnabled": "true"})).load()
     assert read_back(pulsar_client, topic, 0) == []
+
+
+def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
+    """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
+    and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
+    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail)."""
+    namespace = create_namespace(admin, f"public/sink-dedup-{unique}")
+    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
+    topics = {name: create_topic(admin, f"{namespace}/{name}", 2) for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo")}
+    sources = {g: create_topic(admin, f"sink-retry-src-{g}-{unique}", 2) for g in ("eo", "alo")}
+    sent = {g: produce(pulsar_client, sources[g], 40, batch=5) for g in ("eo", "alo")}
+    rows, fail_at = 200, [60, 170]  # halfway through each of the two tasks (ids 0-99 and 100-199)
+    runs = []
+    for short, guarantee in (("eo", "effectivelyOnce"), ("alo", "atLeastOnce")):
+        runs.append({"mode": "batch", "topic": topics[f"batch-{short}"], "guarantee": guarantee, "sink_id": f"retry-{unique}" if short == "eo" else None,
+                     "rows": rows, "fail_at": fail_at})
+        middle = [s.payload.decode() for s in sent[short][18:20]]  # messages of the second micro-batch
+        runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[short],
+                     "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle})
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
+    job = subprocess.run([sys.executable, str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert job.stdout.count('"done"') == 4, job.stdout
+
+    expected_batch = Counter((f"r{i}".encode(), f"k{i % 7}") for i in range(rows))
+    expected_stream = {g: Counter((s.payload, s.key) for s in sent[g]) for g in sent}
+    got = {name: Counter((g[1], g[2]) for g in read_back(pulsar_client, topic, None)) for name, topic in topics.items()}
+    assert got["batch-eo"] == expected_batch  # every row once
+    assert got["stream-eo"] == expected_stream["eo"]
+    # atLeastOnce: every row, and the rows the first attempts had written before failing, twice.
+    assert set(got["batch-alo"]) == set(expected_batch) and sum(got["batch-alo"].values()) > rows
+    assert set(got["stream-alo"]) == set(expected_stream["alo"]) and sum(got["stream-alo"].values()) > len(sent["alo"])

@@ -21,6 +21,7 @@ from pyspark.sql.types import (
 
 from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA
 from pulsar_throttled_source.topics import TopicName
+from pulsar_throttled_source.writing.effectively_once import ProducerIdentity, task_identity
 from pulsar_throttled_source.writing.message_columns import Message, write_columns
 from pulsar_throttled_source.writing.producers import ProducerCache
 from pulsar_throttled_source.writing.routing import Router, java_string_hash, key_partition
@@ -57,6 +58,10 @@ def test_a_write_takes_the_connection_options_and_passes_producer_settings_throu
     ({"pulsar.producer.messageRoutingMode": "CustomPartition"}, "expected RoundRobinDistribution or UseSinglePartition"),
     ({"pulsar.producer.sendTimeoutMillis": "soon"}, "'pulsar.producer.sendtimeoutmillis': 'soon' is not an integer"),
     ({"service.url": "http://x:1"}, "Option 'service.url'"),
+    ({"deliveryGuarantee": "exactlyOnce"}, "'deliveryGuarantee': 'exactlyOnce' is not allowed; expected atLeastOnce or effectivelyOnce"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingEnabled": "true"},
+     "'pulsar.producer.batchingEnabled'=true cannot be used with deliveryGuarantee=effectivelyOnce"),
+    ({"sinkId": "a b"}, "Option 'sinkId': 'a b' is not allowed"),
 ])
 def test_bad_write_options_name_the_option_and_what_is_allowed(extra, expected):
     with pytest.raises(ValueError) as err:
@@ -64,15 +69,30 @@ def test_bad_write_options_name_the_option_and_what_is_allowed(extra, expected):
     assert expected in str(err.value)
 
 
+def test_effectively_once_sends_without_batching_and_names_producers_by_sink_and_partition():
+    o = parse_write_options({"deliveryguarantee": "EFFECTIVELYONCE", "sinkid": "orders-backfill", "pulsar.producer.batchingenabled": "false"})
+    assert o.effectively_once and o.sink_id == "orders-backfill" and dict(o.producer.kwargs)["batching_enabled"] is False
+    assert dict(parse_write_options({"deliveryGuarantee": "effectivelyOnce"}).producer.kwargs)["batching_enabled"] is False
+    assert dict(parse_write_options({}).producer.kwargs)["batching_enabled"] is True  # atLeastOnce batches (Java's default)
+    identity = task_identity("orders-backfill", 3)  # outside a task: batch 0, as a batch write
+    assert identity == ProducerIdentity("orders-backfill-3", 0)
+    ids = [ProducerIdentity("s-0", b).sequence_id(p) for b, p in ((0, 0), (0, 1), (0, 2**32 - 1), (1, 0), (7, 5))]
+    assert ids == sorted(ids) and ids[0] > 0 and len(set(ids)) == 5  # increasing across batches; never 0 (the client drops 0)
+    with pytest.raises(ValueError, match="needs option 'sinkId' for a batch write"):
+        task_identity(None, 0)
+
+
 def test_a_read_refuses_a_writes_own_options():
     refuse_write_options(BASE | {"topic": "t"})
+    with pytest.raises(ValueError, match=r"'deliveryGuarantee' apply to writes"):
+        refuse_write_options(BASE | {"deliveryGuarantee": "effectivelyOnce"})
     with pytest.raises(ValueError, match=r"'pulsar.producer.batchingEnabled' apply to writes \(df.write, df.writeStream\) only"):
         refuse_write_options(BASE | {"pulsar.producer.batchingEnabled": "true"})
 
 
 def test_the_routing_mode_is_the_sinks_own_not_a_producer_argument():
     o = parse_write_options(BASE | {"pulsar.producer.messageRoutingMode": "SinglePartition"})
-    assert o.producer.routing_mode == "UseSinglePartition" and not o.producer.given("message_routing_mode")
+    assert o.producer.routing_mode == "UseSinglePartition" and "message_routing_mode" not in dict(o.producer.kwargs)
 
 
 # -- columns -----------------------------------------------------------------------------------------------------
