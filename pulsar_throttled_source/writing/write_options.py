@@ -50,6 +50,8 @@ class WriteOptions:
     admin_timeout_ms: int = 30_000
     guarantee: str = "atLeastOnce"  # deliveryGuarantee: atLeastOnce or effectivelyOnce
     sink_id: str | None = None  # sinkId: names the producers of an effectively-once write (a stream: the query's id)
+    # effectivelyOnce: the `topic` option's partition count, read once at the start, so a retried task routes as before
+    pinned_partitions: int | None = None
 
     @property
     def effectively_once(self) -> bool:

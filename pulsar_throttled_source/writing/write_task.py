@@ -174,7 +174,9 @@ def _row_topic(value: str | None, column: str) -> TopicName:
 
 
 def _partitions(options: WriteOptions, topic: TopicName) -> int:
-    """The topic's partition count (0: not partitioned, or a partition named itself)."""
+    """The topic's partition count (0: not partitioned, or a partition named itself); effectivelyOnce's `topic`: as pinned."""
+    if options.pinned_partitions is not None and topic == options.topic:
+        return options.pinned_partitions
     try:
         names = partition_names(options.client, str(topic))
     except Exception as e:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
 
+from ..metadata.admin import PulsarAdmin
 from .effectively_once import check_deduplication
 from .message_columns import WriteColumns, write_columns
 from .write_options import WriteOptions, parse_write_options
@@ -35,9 +37,20 @@ def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> 
                              "sequence ids the broker deduplicates). A stream uses its query's id unless sinkId is set.")
         if options.topic is not None:
             check_deduplication(options.admin, [options.topic])  # a topic column's topics: checked by the tasks
+            options = replace(options, pinned_partitions=pinned_partitions(options))
     elif options.sink_id is not None:
         raise ValueError("Option 'sinkId' applies with deliveryGuarantee=effectivelyOnce only; set that, or remove sinkId.")
     return options, columns
+
+
+def pinned_partitions(options: WriteOptions) -> int:
+    """The `topic` option's partition count for the whole write (a stream's run): 0 when not partitioned."""
+    assert options.topic is not None
+    admin = PulsarAdmin.at(options.admin)
+    try:
+        return 0 if options.topic.partition_index >= 0 else admin.partition_count(options.topic)
+    finally:
+        admin.close()
 
 
 def _task_partition() -> int:
