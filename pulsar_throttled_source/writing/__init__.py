@@ -10,6 +10,7 @@ cache (one pulsar.Client per worker for reads and writes):
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
   the deduplication check.
+- ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store.
 - ``write_task``: one task's rows sent, flushed and confirmed before its commit message returns.
 - ``writers``: the Spark-facing batch and stream writers (commit and abort on the driver).
 """

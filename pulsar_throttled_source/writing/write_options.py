@@ -22,12 +22,13 @@ from ..read_task import ClientConfig
 from ..topics import TopicName
 from .effectively_once import GUARANTEES
 from .producer_settings import PRODUCER, ProducerSettings, producer_settings
+from .write_quota import WriteQuota
 
 # The reader's options a write takes too; every other option of the table is a read's own.
-SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs")
+SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs", "ratePeriodInSecond", "quotaStatePath", "quotaStore")
 SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
 WRITE_PREFIXES = (PRODUCER,)  # a write's own
-WRITE_OPTIONS = ("deliveryGuarantee", "sinkId")  # a write's own options (README, "Writing to Pulsar")
+WRITE_OPTIONS = ("deliveryGuarantee", "sinkId", "publishThrottlingRateInMsg", "publishThrottlingRateInByte")  # README, "Writing to Pulsar"
 _SINK_ID = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 _NOT_OPTIONS = ("path", "checkpointlocation")  # what save(path) and a stream's checkpointLocation add
 READS = "reads (spark.read, spark.readStream)"
@@ -50,6 +51,7 @@ class WriteOptions:
     admin_timeout_ms: int = 30_000
     guarantee: str = "atLeastOnce"  # deliveryGuarantee: atLeastOnce or effectivelyOnce
     sink_id: str | None = None  # sinkId: names the producers of an effectively-once write (a stream: the query's id)
+    quota: WriteQuota = WriteQuota()  # publishThrottlingRate*: per partition topic and window
     # effectivelyOnce: the `topic` option's partition count, read once at the start, so a retried task routes as before
     pinned_partitions: int | None = None
 
@@ -90,7 +92,24 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         admin_timeout_ms=values.number(opts, "adminTimeoutMs"),
         guarantee=guarantee,
         sink_id=_sink_id(opts),
+        quota=WriteQuota(_rate(opts, "publishThrottlingRateInMsg"), _rate(opts, "publishThrottlingRateInByte"),
+                         values.number(opts, "ratePeriodInSecond"), values.store_url(opts, "quotaStore"),
+                         values.path(opts, "quotaStatePath")),
     )
+
+
+def _rate(opts: Mapping[str, str], name: str) -> int:
+    """A publish quota per partition topic and window: a positive integer, or -1 (the default) for none."""
+    raw = opts.get(name.lower(), "").strip()
+    if not raw:
+        return -1
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value != -1 and value <= 0:
+        raise ValueError(f"Option '{name}': '{raw}' is not allowed; expected a positive integer, or -1 for no limit.")
+    return value
 
 
 def _guarantee(opts: Mapping[str, str]) -> str:

@@ -24,6 +24,7 @@ from .message_columns import WriteColumns
 from .producers import Key, done_with, partition_names, producer_for
 from .routing import Router
 from .write_options import WriteOptions
+from .write_quota import PublishPermits, store_for
 
 
 @dataclass
@@ -125,6 +126,7 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
     answers = Confirmations()
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
+    permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
     skipped = 0
     failed = True
     try:
@@ -142,6 +144,8 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
             if sequence_id is not None and sequence_id <= last_persisted:
                 skipped += 1  # persisted by an earlier attempt of this task
                 continue
+            if permits is not None:
+                permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
             answers.sending()
             try:
                 producer.send_async(m.value, answers.callback(destination), properties=m.properties, partition_key=m.key,

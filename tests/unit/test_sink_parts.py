@@ -187,3 +187,36 @@ def test_producers_are_kept_across_tasks_and_closed_after_an_idle_while_or_a_fai
     assert b.closed and cache.producer(("b",), lambda: FakeProducer("b2")).name == "b2"
     cache.close_all()
     assert c.closed and len(cache) == 0
+
+
+# -- write quotas ------------------------------------------------------------------------------------------------
+def test_write_quotas_hold_per_partition_and_window_across_tasks():
+    from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
+    from pulsar_throttled_source.writing.write_quota import PublishPermits, WriteQuota
+
+    clock, store = FakeClock(now=1000.0), MemoryQuotaStore()
+    quota = WriteQuota(msgs=20, bytes=-1, period_s=1)
+    tasks = [PublishPermits(quota, store, clock=clock, sleep=clock.sleep) for _ in range(2)]
+    sent: dict[int, int] = {}
+    for i in range(100):  # the two tasks take turns, as two tasks of one write on one partition do
+        tasks[i % 2].take("persistent://public/default/t-partition-0", 10)
+        window = int(clock())
+        sent[window] = sent.get(window, 0) + 1
+    assert sum(sent.values()) == 100 and max(sent.values()) <= 20 and len(sent) >= 5
+    # Another partition has a bucket of its own; a byte quota holds too.
+    tasks[0].take("persistent://public/default/t-partition-1", 10)
+    by_bytes = PublishPermits(WriteQuota(msgs=-1, bytes=100, period_s=1), store, clock=clock, sleep=clock.sleep)
+    start = int(clock())
+    for _ in range(30):
+        by_bytes.take("persistent://public/default/u", 10)
+    assert int(clock()) - start >= 2  # 300 bytes at 100 a window: three windows
+
+
+def test_write_quota_options():
+    o = parse_write_options(BASE | {"publishThrottlingRateInMsg": "50", "ratePeriodInSecond": "2", "quotaStatePath": "/tmp/q.sqlite"})
+    assert (o.quota.msgs, o.quota.bytes, o.quota.period_s, o.quota.sqlite_path) == (50, -1, 2, "/tmp/q.sqlite") and o.quota.limited
+    assert not parse_write_options(BASE).quota.limited
+    with pytest.raises(ValueError, match="'publishThrottlingRateInByte': '0' is not allowed; expected a positive integer, or -1"):
+        parse_write_options({"publishthrottlingrateinbyte": "0"})
+    with pytest.raises(ValueError, match="'publishThrottlingRateInMsg' apply to writes"):
+        refuse_write_options({"publishThrottlingRateInMsg": "5"})

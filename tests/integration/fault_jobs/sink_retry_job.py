@@ -10,8 +10,9 @@ under effectivelyOnce.
 Argument: a JSON object {"service_url", "admin_url", "runs": [...]}, a run being
   {"mode": "batch", "topic", "guarantee", "sink_id", "rows", "fail_at": [ids]}: spark.range(rows) in 2 partitions,
       key k<id % 7>, value r<id>;
-  {"mode": "stream", "topic", "guarantee", "source", "checkpoint", "fail_at": [payloads]}: this source over `source`
-      (Trigger.AvailableNow, several micro-batches) written back without renaming, the value passed through the UDF.
+  {"mode": "stream", "topic", "guarantee", "source", "checkpoint", "fail_at": [payloads], "max_entries"}: this source
+      over `source` (Trigger.AvailableNow; maxEntriesPerTrigger=max_entries, if given, makes several micro-batches on
+      PySpark 4.2+) written back without renaming, the value passed through the UDF.
 Prints one JSON line per run when it is done. Run with PYSPARK_PYTHON set to the venv's python.
 """
 
@@ -56,8 +57,10 @@ def main(argv: list[str]) -> int:
                                                                       payload("id").alias("value"))
                 df.write.format("pulsar-throttled").options(**options).mode("append").save()
             else:
-                src = (spark.readStream.format("pulsar-throttled").options(**connection, topic=run["source"])
-                       .option("startingOffsets", "earliest").option("maxEntriesPerTrigger", "4").load())
+                reader = spark.readStream.format("pulsar-throttled").options(**connection, topic=run["source"])
+                if run.get("max_entries"):  # several micro-batches (PySpark 4.2+: AvailableNow reads them all)
+                    reader = reader.option("maxEntriesPerTrigger", str(run["max_entries"]))
+                src = reader.option("startingOffsets", "earliest").load()
                 out = src.withColumn("value", payload(F.lit(None), "value"))
                 query = (out.writeStream.format("pulsar-throttled").options(**options)
                          .option("checkpointLocation", run["checkpoint"]).trigger(availableNow=True).start())
