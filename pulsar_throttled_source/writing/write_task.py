@@ -213,7 +213,9 @@ HINTS = {
     "ProducerBlockedQuotaExceededError": "the namespace's backlog quota is exceeded (its policy holds or refuses producers)",
     "ProducerBlockedQuotaExceededException": "the namespace's backlog quota is exceeded (its policy holds or refuses producers)",
     "ProducerFenced": "another producer took the topic: check 'pulsar.producer.accessMode'",
-    "ProducerBusy": "another producer holds the topic exclusively: check 'pulsar.producer.accessMode'",
+    "ProducerBusy": "a producer of this name is connected already (deliveryGuarantee=effectivelyOnce: another attempt of "
+                    "this task is still running, and Spark retries this one) or another producer holds the topic "
+                    "exclusively ('pulsar.producer.accessMode')",
 }
 
 

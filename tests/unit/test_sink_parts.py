@@ -220,3 +220,45 @@ def test_write_quota_options():
         parse_write_options({"publishthrottlingrateinbyte": "0"})
     with pytest.raises(ValueError, match="'publishThrottlingRateInMsg' apply to writes"):
         refuse_write_options({"publishThrottlingRateInMsg": "5"})
+
+
+# -- a write task over fake producers ------------------------------------------------------------------------------
+class RecordingProducer:
+    """Confirms each send at once, except the payloads in `refuse`, which it answers MessageTooBig."""
+
+    def __init__(self, refuse: set[bytes]) -> None:
+        self.sent: list[bytes] = []
+        self.refuse = refuse
+        self.flushed = 0
+
+    def send_async(self, value, callback, **_kwargs) -> None:
+        if value in self.refuse:
+            callback(pulsar.Result.MessageTooBig, None)
+            return
+        self.sent.append(value)
+        callback(pulsar.Result.Ok, None)
+
+    def flush(self) -> None:
+        self.flushed += 1
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_task_stops_at_its_first_failed_send_and_names_the_topic_the_error_and_the_option(monkeypatch):
+    from pulsar_throttled_source.writing import write_task
+
+    producer = RecordingProducer({b"v3"})
+    monkeypatch.setattr(write_task, "partition_names", lambda config, topic: [topic])
+    monkeypatch.setattr(write_task, "producer_for", lambda config, destination, kwargs: (("k", destination), producer))
+    monkeypatch.setattr(write_task, "done_with", lambda keys, failed: None)
+    options = parse_write_options(BASE | {"topic": "t"})
+    columns = write_columns(schema(("value", BinaryType())), topic_option=True)
+    ok = write_task.write_rows([(b"a",), (b"b",)], options, columns, task=0)
+    assert ok.messages == {"persistent://public/default/t": 2} and producer.flushed == 1
+    producer.sent.clear()
+    with pytest.raises(write_task.SendFailed) as err:
+        write_task.write_rows([(f"v{i}".encode(),) for i in range(6)], options, columns, task=0)
+    assert producer.sent == [b"v0", b"v1", b"v2"]  # nothing after the failed send (a later one would hide it from deduplication)
+    assert "Sending to persistent://public/default/t at pulsar://127.0.0.1:6650 failed: MessageTooBig" in str(err.value)
+    assert "'pulsar.producer.chunkingEnabled=true'" in str(err.value)
