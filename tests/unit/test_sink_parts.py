@@ -262,3 +262,12 @@ def test_a_task_stops_at_its_first_failed_send_and_names_the_topic_the_error_and
     assert producer.sent == [b"v0", b"v1", b"v2"]  # nothing after the failed send (a later one would hide it from deduplication)
     assert "Sending to persistent://public/default/t at pulsar://127.0.0.1:6650 failed: MessageTooBig" in str(err.value)
     assert "'pulsar.producer.chunkingEnabled=true'" in str(err.value)
+
+
+def test_a_writes_options_show_no_secret():
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ3cml0ZXIifQ.c2lnbmF0dXJl"
+    o = parse_write_options(BASE | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                                    "pulsar.client.authParams": f"token:{jwt}", "quotaStore": "redis://:hunter2@localhost:6379/0"})
+    assert o.credentials is not None and o.credentials.client_params() == f"token:{jwt}"
+    shown = repr(o) + repr(o.client) + str(o.quota)
+    assert jwt not in shown and "hunter2" not in shown
