@@ -1,7 +1,8 @@
 """A throttled Apache Pulsar streaming source for PySpark Structured Streaming.
 
 Data flows one way through the folders: ``options`` -> ``metadata`` -> ``throttling`` -> ``planning`` -> ``reading``
-(``schemas`` gives the columns; each folder's ``__init__`` says what its modules do). At the top:
+(``schemas`` gives the columns; each folder's ``__init__`` says what its modules do); ``writing``, the sink
+(df.write / df.writeStream), sits on top of them all. At the top:
 - Spark-facing: ``datasource`` (the "pulsar-throttled" DataSource), ``stream`` (the stream reader, with
   ``stream_spark42`` and ``stream_spark40`` per Spark line), ``batch`` (a batch query's reader); ``planner_wiring``
   builds a stream's planner once, where Spark plans; ``spark_support`` says which PySpark lines are supported.

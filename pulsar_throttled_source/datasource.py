@@ -1,4 +1,4 @@
-"""The `pulsar-throttled` data source: name, schema and stream reader. Glue only."""
+"""The `pulsar-throttled` data source: name, schema, readers and writers. Glue only."""
 
 from __future__ import annotations
 
@@ -6,12 +6,21 @@ from .spark_support import check_spark, has_admission_control
 
 check_spark()  # before anything that needs Python data sources: one clear error instead of an ImportError
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader  # noqa: E402
+from functools import cached_property  # noqa: E402
+
+from pyspark.sql.datasource import (  # noqa: E402
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+)
 from pyspark.sql.types import StructType  # noqa: E402
 
 from .metadata.service_tls import check_service_certificate  # noqa: E402
 from .options import parse_options  # noqa: E402
 from .options.aliases import describe_names  # noqa: E402
+from .options.model import SourceOptions  # noqa: E402
 from .options.query_kinds import check_spark_line  # noqa: E402
 from .options.spec import describe_options  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
@@ -25,6 +34,8 @@ class PulsarThrottledDataSource(DataSource):
 
 spark.readStream.format("pulsar-throttled").option("topic", ...).load(): a stream, its micro-batches throttled
 by the quotas below; spark.read.format("pulsar-throttled")...load(): a batch query, read once.
+df.write.format("pulsar-throttled").option("topic", ...).mode("append").save() and df.writeStream.format(...)
+write to Pulsar (docs/guides/writing.md: columns, options, guarantees).
 
 Options:
 {describe_options()}
@@ -33,11 +44,17 @@ Option names of Spark's Kafka source and of pulsar-spark:
 {describe_names()}
 """
 
-    def __init__(self, options: dict[str, str]) -> None:
-        super().__init__(options)
-        # Validate at load() time so a bad option fails before the query starts.
-        self.parsed = parse_options(options)
-        check_spark_line(self.parsed, has_admission_control())  # what PySpark 4.0/4.1 cannot express fails here too
+    # Spark constructs the source alike for a read and a write: each parses the options as its kind on first use,
+    # a read at load() (schema()), a write when it starts (writer(), streamWriter()).
+    @cached_property
+    def parsed(self) -> SourceOptions:
+        """The options of a read, validated (a write's own options are refused by name)."""
+        from .writing.write_options import refuse_write_options
+
+        refuse_write_options(self.options)
+        parsed = parse_options(self.options)
+        check_spark_line(parsed, has_admission_control())  # what PySpark 4.0/4.1 cannot express fails here too
+        return parsed
 
     @classmethod
     def name(cls) -> str:
@@ -66,6 +83,23 @@ Option names of Spark's Kafka source and of pulsar-spark:
         from .stream_spark40 import LatestOffsetStreamReader
 
         return LatestOffsetStreamReader(self.parsed, value_schema=value)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """df.write (append): each task's rows sent and confirmed before it ends (writing/)."""
+        from .writing.writers import PulsarBatchWriter
+
+        return PulsarBatchWriter(*self._write_plan(schema, overwrite, stream=False))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """df.writeStream: each micro-batch's rows sent and confirmed before its tasks end (writing/)."""
+        from .writing.writers import PulsarStreamWriter
+
+        return PulsarStreamWriter(*self._write_plan(schema, overwrite, stream=True))
+
+    def _write_plan(self, schema: StructType, overwrite: bool, stream: bool) -> tuple:
+        from .writing.writers import write_plan
+
+        return write_plan(self.options, schema, overwrite, stream)
 
     def _checked_value_schema(self, schema: StructType) -> ValueSchema | None:
         value = self._value_schema()

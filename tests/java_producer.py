@@ -81,6 +81,17 @@ class TxnProducer(JavaProducer):
         return self
 
 
+class KeyProducer(JavaProducer):
+    """Drives java/KeyProducer.java: a Java producer with the client's default settings on `topic`; send(key) sends a
+    message with that key (and the key as its payload), so a test sees which partition the Java client chose."""
+
+    def __init__(self, service_url: str, topic: str) -> None:
+        super().__init__("KeyProducer.java", service_url, topic)
+
+    def send(self, *keys: str) -> None:
+        self.do(*keys)
+
+
 # A producer's life on a transactional topic: plain messages, a committed and an aborted transaction.
 HISTORY = ["plain m0", "begin", "send c0", "send c1", "commit", "plain m1", "begin", "send a0", "send a1", "abort"]
 COMMITTED = Counter({b"m0": 1, b"c0": 1, b"c1": 1, b"m1": 1})

@@ -164,6 +164,12 @@ class PulsarAdmin(AdminHttp):
         except TopicNotFound:
             return None
 
+    def deduplication_enabled(self, topic: TopicName) -> bool:
+        """Whether the broker deduplicates messages on `topic` (its applied policy: topic > namespace > broker)."""
+        answer = self.call("GET", f"{topic.rest_path}/deduplicationEnabled", f"reading whether {topic} deduplicates",
+                           params={"applied": "true"}, not_found=f"Topic {topic} does not exist on {self.base}.")
+        return answer is True or str(answer).lower() == "true"
+
     # -- dispatch-rate policies -------------------------------------------------------------
     def dispatch_rate(self, topic: TopicName, applied: bool = True) -> dict[str, Any] | None:
         return self.call("GET", f"{topic.rest_path}/dispatchRate", f"reading the dispatch rate of {topic}",

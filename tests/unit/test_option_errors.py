@@ -117,10 +117,13 @@ def _fill(text: str, values: dict[str, str]) -> str:
 
 
 def load(opts: dict[str, str]) -> PulsarThrottledDataSource:
-    """What Spark does at load(): the options in a case-insensitive dict (keys lowercased), then the constructor."""
+    """What Spark does at load(): the options in a case-insensitive dict (keys lowercased), the constructor, then
+    schema(), which parses them as a read's (a write parses them as its own, at writer())."""
     options = CaseInsensitiveDict()
     options.update(opts)
-    return PulsarThrottledDataSource(options)
+    source = PulsarThrottledDataSource(options)
+    assert source.parsed is not None
+    return source
 
 
 def base_options(tmp_path: Path) -> dict[str, str]:

@@ -23,9 +23,12 @@ BASE = {"service.url": "pulsar://127.0.0.1:6650", "admin.url": "http://127.0.0.1
 
 
 def load(opts: dict[str, str]) -> PulsarThrottledDataSource:
+    """What Spark does at load(): the options in a case-insensitive dict, the constructor, then the read's parse."""
     options = CaseInsensitiveDict()
     options.update({**BASE, **opts})
-    return PulsarThrottledDataSource(options)
+    source = PulsarThrottledDataSource(options)
+    assert source.parsed is not None
+    return source
 
 
 def error_of(opts: dict[str, str]) -> str:

@@ -153,8 +153,8 @@ def test_pyspark_4_0_and_4_1_refuse_the_floor_at_load(monkeypatch):
         LatestOffsetStreamReader(parse_options({**URLS, "topic": "t", "minentriespertrigger": "5"}))
     monkeypatch.setattr(datasource, "has_admission_control", lambda: False)
     with pytest.raises(ValueError, match=message):
-        datasource.PulsarThrottledDataSource({**URLS, "topic": "t", "minEntriesPerTrigger": "5"})  # what load() constructs
-    datasource.PulsarThrottledDataSource({**URLS, "topic": "t"})  # without the floor, 4.0/4.1 load as before
+        assert datasource.PulsarThrottledDataSource({**URLS, "topic": "t", "minEntriesPerTrigger": "5"}).parsed  # what load() parses
+    assert datasource.PulsarThrottledDataSource({**URLS, "topic": "t"}).parsed  # without the floor, 4.0/4.1 load as before
 
 
 def test_a_batch_query_refuses_the_floor():

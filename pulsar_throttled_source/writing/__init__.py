@@ -1,0 +1,16 @@
+"""Writing to Pulsar: the sink of df.write / df.writeStream .format("pulsar-throttled").
+
+Options -> columns -> routing -> producers -> the write task, over the reader's options parsing and its client
+cache (one pulsar.Client per worker for reads and writes):
+- ``write_options``: a write's options (WriteOptions), a read's own options refused on a write and a write's on a read;
+  ``producer_settings``: pulsar.producer.* as create_producer's arguments, and the sink's defaults.
+- ``message_columns``: which columns make which part of a message (the reader's names, either layout), checked on
+  the driver; one row made into one message on an executor.
+- ``routing``: the partition of each message (a partition column, a key hashed as a Java producer does, round robin).
+- ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
+- ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
+  the deduplication check.
+- ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store.
+- ``write_task``: one task's rows sent, flushed and confirmed before its commit message returns.
+- ``writers``: the Spark-facing batch and stream writers (commit and abort on the driver).
+"""

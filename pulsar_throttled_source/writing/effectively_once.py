@@ -1,0 +1,87 @@
+"""deliveryGuarantee=effectivelyOnce: every row persisted once although tasks and micro-batches run again, on
+the broker's message deduplication (Pulsar's Python client has no transactions).
+
+- Producer names are stable per write and Spark partition: `<sinkId or the query's id>-<partition>`, so a retried
+  task, or a micro-batch run again after a restart, writes as the same producer; a second live attempt of the same
+  task is refused by the broker (a name is connected once per topic).
+- A row's sequence id is `(batchId + 1) << 32 | its position in the task`: increasing in the order a producer sends,
+  across micro-batches too (a batch write is batch 0). Executors read the micro-batch's id from the task's local
+  property `streaming.sql.batchId` (as PySpark's own foreach sink does) and the query's id from `sql.streaming.queryId`.
+- When a producer opens, the broker says the highest sequence id it persisted for that name
+  (`last_sequence_id()`): rows at or below it are skipped, the rest sent; what is resent anyway is dropped by the
+  broker. This needs the same rows in the same order on a retry (docs/guides/writing.md, "Guarantees").
+- Deduplication must be on for every target topic: checked at the write's start for the `topic` option, and by
+  each task for a topic column's topics (deduplication_error names the topic and the admin command).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+from ..admin_endpoint import AdminEndpoint
+from ..metadata.admin import PulsarAdmin
+from ..topics import TopicName
+
+GUARANTEES = ("atLeastOnce", "effectivelyOnce")
+ROW_BITS = 32  # a task writes fewer than 2^32 rows per micro-batch; batch ids stay under 2^31
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """One task's producers (one per partition topic, all of one name) and where its sequence ids start."""
+
+    name: str
+    batch_id: int
+
+    def sequence_id(self, position: int) -> int:
+        return (self.batch_id + 1) << ROW_BITS | position
+
+
+def task_identity(sink_id: str | None, task_partition: int) -> ProducerIdentity:
+    """The producer name and batch of the running task, from the sink's id or the query's (local properties)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    batch = context.getLocalProperty("streaming.sql.batchId") if context else None
+    prefix = sink_id or (context.getLocalProperty("sql.streaming.queryId") if context else None)
+    if not prefix:
+        raise ValueError("deliveryGuarantee=effectivelyOnce needs option 'sinkId' for a batch write (df.write): a name of "
+                         "this write's own, the same when it is run again, which names its producers.")
+    return ProducerIdentity(f"{prefix}-{task_partition}", int(batch) if batch else 0)
+
+
+def deduplication_error(admin: PulsarAdmin, topic: TopicName) -> str | None:
+    """Why `topic` cannot be written effectively once (deduplication off, or the topic missing), or None."""
+    try:
+        enabled = admin.deduplication_enabled(topic)
+    except Exception as e:
+        return (f"Option 'deliveryGuarantee'=effectivelyOnce: cannot read whether topic {topic} deduplicates messages ({e}); "
+                "it must exist and the admin API must answer at option 'admin.url'.")
+    if enabled:
+        return None
+    return (f"Option 'deliveryGuarantee'=effectivelyOnce needs message deduplication on topic {topic}, and it is off. Turn it "
+            f"on: pulsar-admin topics set-deduplication --enable {topic} (or pulsar-admin namespaces set-deduplication "
+            f"--enable {topic.namespace_name}), or write with deliveryGuarantee=atLeastOnce.")
+
+
+_CHECKED: set[tuple[str, TopicName]] = set()  # topics a worker found deduplicating (a topic column's)
+_LOCK = threading.Lock()
+
+
+def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName]) -> None:
+    """Raise, naming the topic and the admin command, unless every topic deduplicates (each checked once per process)."""
+    with _LOCK:
+        todo = [t for t in topics if (endpoint.url, t.base) not in _CHECKED]
+    if not todo:
+        return
+    admin = PulsarAdmin.at(endpoint, retry_timeout_s=0.0)
+    try:
+        for topic in todo:
+            error = deduplication_error(admin, topic.base)
+            if error:
+                raise ValueError(error)
+            with _LOCK:
+                _CHECKED.add((endpoint.url, topic.base))
+    finally:
+        admin.close()

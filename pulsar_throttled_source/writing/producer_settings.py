@@ -1,0 +1,122 @@
+"""pulsar.producer.*: the producer's settings, passed on to `Client.create_producer` as given.
+
+Each name is checked against create_producer's parameters (any spelling the other pass-through prefixes
+accept: batchingEnabled, batching_enabled, batching.enabled) and its string converted to the parameter's
+type, enums by their member names (compressionType=LZ4), so a typo fails at the write's start rather
+than in a task. What the sink decides itself is refused by name; `messageRoutingMode` is applied by the
+sink's own routing (writing.routing), since the sink sends to one producer per partition.
+
+The sink's defaults, each replaced by a given setting and never overriding one: batching on and a full
+queue blocking the task (the Java client's batching default; a task waits rather than fails). Under
+deliveryGuarantee=effectivelyOnce batching is off, and a given batchingEnabled=true refused (ProducerSettings.effectively_once).
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..options.passthrough import short_name
+
+PRODUCER = "pulsar.producer."
+SINK_DEFAULTS = (("batching_enabled", True), ("block_if_queue_full", True))
+ROUTING_MODES = ("RoundRobinDistribution", "UseSinglePartition")
+# Arguments the sink gives itself, or that are not strings: refused with why.
+_RESERVED = {
+    "topic": "the topic comes from option 'topic' or a topic column",
+    "schema": "the sink sends bytes",
+    "properties": "producer properties are not supported by the sink yet",
+    "encryption_key": "end-to-end encryption is not supported by the sink yet",
+    "crypto_key_reader": "end-to-end encryption is not supported by the sink yet",
+    "message_router": "a router is code, not an option; a `partition` column chooses partitions per row",
+    "producer_name": "every task writes with a producer of its own, and two of one name on a partition fence each other",
+    "initial_sequence_id": "sequence ids are the producer's own (each task has a producer of its own)",
+}
+
+
+@dataclass(frozen=True)
+class ProducerSettings:
+    """create_producer's keyword arguments (the given ones and the sink's defaults) and how rows without a key
+    or a partition are spread: round robin, or one partition per task (UseSinglePartition)."""
+
+    kwargs: tuple[tuple[str, Any], ...]
+    routing_mode: str = "RoundRobinDistribution"
+    given: frozenset[str] = frozenset()  # the arguments set by pulsar.producer.* (the rest are the sink's defaults)
+
+    def effectively_once(self) -> ProducerSettings:
+        """The settings of an effectively-once write: batching off. pulsar-client (C++) gives a batch the sequence id
+        of its first message only, so the broker deduplicates whole batches by it: a retry's batch that starts at
+        an already persisted row is dropped whole, new rows included (measured on Pulsar 4.0 with pulsar-client 3.13)."""
+        if "batching_enabled" in self.given and dict(self.kwargs)["batching_enabled"]:
+            raise ValueError("Option 'pulsar.producer.batchingEnabled'=true cannot be used with deliveryGuarantee=effectivelyOnce: "
+                             "pulsar-client gives a batch one sequence id (its first message's), so the broker would "
+                             "deduplicate whole batches and drop new rows with them. Remove it (effectivelyOnce sends "
+                             "without batching), or write with deliveryGuarantee=atLeastOnce.")
+        kwargs = dict(self.kwargs) | {"batching_enabled": False}
+        return ProducerSettings(tuple(sorted(kwargs.items())), self.routing_mode, self.given)
+
+
+def producer_settings(opts: Mapping[str, str]) -> ProducerSettings:
+    import pulsar
+
+    params = {p.name.replace("_", "").lower(): p for p in inspect.signature(pulsar.Client.create_producer).parameters.values()
+              if p.name != "self" and p.kind is not p.VAR_KEYWORD}
+    kwargs: dict[str, Any] = {}
+    routing = ROUTING_MODES[0]
+    for key, raw in sorted(opts.items()):
+        if not key.startswith(PRODUCER):
+            continue
+        param = params.get(short_name(key, PRODUCER))
+        if param is None:
+            allowed = ", ".join(PRODUCER + camel(p.name) for _, p in sorted(params.items()) if p.name not in _RESERVED)
+            raise ValueError(f"Option '{key}' is not a setting of pulsar-client's producer; allowed: {allowed}.")
+        if param.name in _RESERVED:
+            raise ValueError(f"Option '{key}' cannot be set: {_RESERVED[param.name]}.")
+        if param.name == "message_routing_mode":
+            routing = _routing_mode(key, raw)
+            continue
+        kwargs[param.name] = _converted(key, str(raw).strip(), param)
+    given = frozenset(kwargs)
+    for name, value in SINK_DEFAULTS:
+        kwargs.setdefault(name, value)
+    return ProducerSettings(tuple(sorted(kwargs.items())), routing, given)
+
+
+def camel(name: str) -> str:
+    """A create_producer argument as the Java client's settings are spelt (batching_enabled: batchingEnabled)."""
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)
+
+
+def _routing_mode(key: str, raw: str) -> str:
+    for mode in ROUTING_MODES:
+        if mode.lower() == str(raw).strip().lower() or (mode == "UseSinglePartition" and str(raw).strip().lower() == "singlepartition"):
+            return mode
+    raise ValueError(f"Option '{key}': '{raw}' is not allowed; expected {' or '.join(ROUTING_MODES)} (how rows without a key or a "
+                     "partition column are spread; a key always chooses its partition as a Java producer does).")
+
+
+def _converted(key: str, text: str, param: inspect.Parameter) -> Any:
+    default = param.default
+    members = getattr(type(default), "__members__", None)
+    if isinstance(default, enum.Enum) or (members and not isinstance(default, bool | int | float | str)):
+        for name, member in (members or {}).items():
+            if name.lower() == text.lower():
+                return member
+        raise ValueError(f"Option '{key}': '{text}' is not allowed; expected one of {', '.join(members or {})}.")
+    if isinstance(default, bool):
+        if text.lower() not in ("true", "false"):
+            raise ValueError(f"Option '{key}': '{text}' is not allowed; expected true or false.")
+        return text.lower() == "true"
+    kind = type(default) if default is not None else str
+    if kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            raise ValueError(f"Option '{key}': '{text}' is not {'an integer' if kind is int else 'a number'}.") from None
+    if not text:
+        raise ValueError(f"Option '{key}': a value is required.")
+    return text

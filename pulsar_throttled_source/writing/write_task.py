@@ -1,0 +1,228 @@
+"""Executor side: one write task (a Spark partition of one batch write or micro-batch) sends its rows and
+returns once the broker has confirmed every one of them (or fails with the first error).
+
+Rows become messages (message_columns), each routed to a partition (routing) and sent asynchronously on the
+worker's producer for that partition (producers). Before write() returns its commit message, every producer
+the task used is flushed and every send confirmed: a task that returns has all its rows persisted.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql.datasource import WriterCommitMessage
+
+from ..credentials import scrub
+from ..reading.client_cache import client_for
+from ..topics import TopicName
+from .effectively_once import ProducerIdentity, check_deduplication, task_identity
+from .message_columns import WriteColumns
+from .producers import Key, done_with, partition_names, producer_for
+from .routing import Router
+from .write_options import WriteOptions
+from .write_quota import PublishPermits, store_for
+
+
+@dataclass
+class SinkCommitMessage(WriterCommitMessage):
+    """What one task wrote: its Spark partition and the messages confirmed per partition topic."""
+
+    task: int
+    messages: dict[str, int] = field(default_factory=dict)
+    skipped: int = 0  # effectivelyOnce: rows an earlier attempt had persisted
+
+    @property
+    def total(self) -> int:
+        return sum(self.messages.values())
+
+
+class Confirmations:
+    """The broker's answers to a task's sends (they arrive on the client's threads)."""
+
+    def __init__(self) -> None:
+        self._done = threading.Condition()
+        self.pending = 0
+        self.confirmed: Counter[str] = Counter()
+        self.error: tuple[str, Any] | None = None  # (destination, pulsar.Result) of the first failed send
+
+    def sending(self) -> None:
+        with self._done:
+            self.pending += 1
+
+    def callback(self, destination: str) -> Any:
+        def answered(result: Any, _message_id: Any) -> None:
+            with self._done:
+                self.pending -= 1
+                if str(result).rsplit(".", 1)[-1] == "Ok":
+                    self.confirmed[destination] += 1
+                elif self.error is None:
+                    self.error = (destination, result)
+                self._done.notify_all()
+
+        return answered
+
+    def wait(self, timeout_s: float | None) -> bool:
+        with self._done:
+            return self._done.wait_for(lambda: self.pending == 0, timeout_s)
+
+
+class TaskProducers:
+    """The producers one task sends on: the worker's, kept for the next tasks (atLeastOnce), or the task's own, named
+    for effectivelyOnce (writing.effectively_once) and closed when it ends, since the next run of this Spark partition
+    may be in another worker and the broker connects a name once per topic."""
+
+    def __init__(self, options: WriteOptions, identity: ProducerIdentity | None) -> None:
+        self.options = options
+        self.identity = identity
+        self.open: dict[str, tuple[Key, Any, int]] = {}  # destination -> (cache key, producer, last persisted sequence id)
+
+    def get(self, destination: str) -> tuple[Any, int]:
+        found = self.open.get(destination)
+        if found is None:
+            found = self.open[destination] = self._create(destination)
+        return found[1], found[2]
+
+    def _create(self, destination: str) -> tuple[Key, Any, int]:
+        o = self.options
+        try:
+            if self.identity is None:
+                key, producer = producer_for(o.client, destination, o.producer.kwargs)
+                return key, producer, -1
+            producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(o.producer.kwargs))
+            return (), producer, producer.last_sequence_id()
+        except Exception as e:
+            name = type(e).__name__
+            hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
+            raise RuntimeError(f"Cannot create a producer on {destination} at {o.service_url}: {name}: "
+                               f"{scrub(str(e), o.credentials)} ({hint}).") from None
+
+    def flush(self) -> None:
+        for _, producer, _ in self.open.values():
+            producer.flush()
+
+    def finish(self, failed: bool) -> None:
+        if self.identity is None:
+            done_with([key for key, _, _ in self.open.values()], failed)
+            return
+        for _, producer, _ in self.open.values():
+            try:
+                producer.close()
+            except Exception:  # a broken producer may fail to close; its connection goes with it
+                pass
+
+
+def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
+    """Send every row, flush, and wait until the broker confirmed each one; raise the first failure. Under
+    effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
+    persisted sequence id) are skipped."""
+    identity = task_identity(options.sink_id, task) if options.effectively_once else None
+    single = options.producer.routing_mode == "UseSinglePartition"
+    routers: dict[str, Router] = {}
+    producers = TaskProducers(options, identity)
+    answers = Confirmations()
+    topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
+    partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
+    permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
+    skipped = 0
+    failed = True
+    try:
+        for position, row in enumerate(rows):
+            m = columns.message(row)
+            topic = options.topic or _row_topic(m.topic, topic_column)
+            router = routers.get(str(topic))
+            if router is None:
+                if identity is not None and options.topic is None:  # the option's topic was checked at the start
+                    check_deduplication(options.admin, [topic])
+                router = routers[str(topic)] = Router(topic, _partitions(options, topic), task, single)
+            destination = router.destination(m.key, m.partition, partition_column)
+            producer, last_persisted = producers.get(destination)
+            sequence_id = identity.sequence_id(position) if identity is not None else None
+            if sequence_id is not None and sequence_id <= last_persisted:
+                skipped += 1  # persisted by an earlier attempt of this task
+                continue
+            if permits is not None:
+                permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
+            answers.sending()
+            try:
+                producer.send_async(m.value, answers.callback(destination), properties=m.properties, partition_key=m.key,
+                                    ordering_key=m.ordering_key, sequence_id=sequence_id, event_timestamp=m.event_time_ms)
+            except Exception as e:
+                answers.callback(destination)(_result_of(e), None)
+            if answers.error:
+                break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
+        if answers.error is None:
+            producers.flush()
+        answers.wait(_wait_s(options.producer.kwargs))
+        if answers.error is not None:
+            raise SendFailed(options, *answers.error)
+        if answers.pending:
+            raise RuntimeError(f"{answers.pending} sends were still unconfirmed after the producers' flush; "
+                               "raise 'pulsar.producer.sendTimeoutMillis' or check the broker's health.")
+        failed = False
+        return SinkCommitMessage(task, dict(answers.confirmed), skipped)
+    finally:
+        producers.finish(failed)
+
+
+def _row_topic(value: str | None, column: str) -> TopicName:
+    if value is None:
+        raise ValueError(f"Column '{column}' is null in a row and option 'topic' is not set: every row needs a topic.")
+    try:
+        return TopicName.parse(value, column)
+    except ValueError as e:
+        raise ValueError(f"Column '{column}': {e}".replace(f"Option '{column}': ", "")) from None
+
+
+def _partitions(options: WriteOptions, topic: TopicName) -> int:
+    """The topic's partition count (0: not partitioned, or a partition named itself); effectivelyOnce's `topic`: as pinned."""
+    if options.pinned_partitions is not None and topic == options.topic:
+        return options.pinned_partitions
+    try:
+        names = partition_names(options.client, str(topic))
+    except Exception as e:
+        raise RuntimeError(f"Cannot look up topic {topic} at {options.service_url}: {scrub(str(e), options.credentials)}. "
+                           f"Check option 'service.url' and the authentication options (pulsar.client.authPluginClassName, "
+                           "pulsar.client.authParams).") from None
+    return 0 if names == [str(topic)] else len(names)
+
+
+def _wait_s(kwargs: tuple[tuple[str, Any], ...]) -> float | None:
+    """How long confirmations may still take after a flush: the send timeout (0: none), plus a margin."""
+    timeout_ms = dict(kwargs).get("send_timeout_millis", 30_000)
+    return None if not timeout_ms else timeout_ms / 1000 + 30
+
+
+def _result_of(error: Exception) -> Any:
+    """A send that raised at once (e.g. a full queue with blockIfQueueFull=false), as the result a callback gets."""
+    return getattr(error, "result", None) or type(error).__name__
+
+
+# What to look at for each failure of a send (pulsar.Result's names): the option that matters, or the broker setting.
+HINTS = {
+    "Timeout": "the broker did not confirm in time: raise 'pulsar.producer.sendTimeoutMillis' (0: wait without limit) or check the broker's health",
+    "ProducerQueueIsFull": "the producer's queue was full: leave 'pulsar.producer.blockIfQueueFull' at true (the sink's default) so a task waits",
+    "MessageTooBig": "a payload is over the broker's maxMessageSize: 'pulsar.producer.chunkingEnabled=true' (with batchingEnabled=false) splits it",
+    "AuthorizationError": "the role of the write's credentials may not produce: pulsar-admin namespaces grant-permission --role <role> --actions produce <tenant>/<namespace>",
+    "AuthenticationError": "check 'pulsar.client.authPluginClassName' and 'pulsar.client.authParams'",
+    "TopicNotFound": "the topic does not exist and the broker does not create topics on first use (allowAutoTopicCreation): create it, or check option 'topic'",
+    "TopicTerminated": "the topic is terminated and takes no more messages",
+    "ProducerBlockedQuotaExceededError": "the namespace's backlog quota is exceeded (its policy holds or refuses producers)",
+    "ProducerBlockedQuotaExceededException": "the namespace's backlog quota is exceeded (its policy holds or refuses producers)",
+    "ProducerFenced": "another producer took the topic: check 'pulsar.producer.accessMode'",
+    "ProducerBusy": "a producer of this name is connected already (deliveryGuarantee=effectivelyOnce: another attempt of "
+                    "this task is still running, and Spark retries this one) or another producer holds the topic "
+                    "exclusively ('pulsar.producer.accessMode')",
+}
+
+
+class SendFailed(RuntimeError):
+    def __init__(self, options: WriteOptions, destination: str, result: Any) -> None:
+        name = str(result).rsplit(".", 1)[-1]
+        hint = HINTS.get(name, "check option 'service.url' and the broker's health")
+        super().__init__(f"Sending to {destination} at {options.service_url} failed: {scrub(name, options.credentials)} ({hint}). "
+                         "The task fails; the messages it sent before stay written (deliveryGuarantee=atLeastOnce: Spark's "
+                         "retry sends them again; effectivelyOnce: the retry skips them).")

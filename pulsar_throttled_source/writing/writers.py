@@ -1,0 +1,106 @@
+"""The Spark-facing writers: a batch write (df.write, DataSourceWriter) and a stream's (df.writeStream,
+DataSourceStreamWriter). They answer Spark's calls and delegate: write() on the executors to write_task,
+commit/abort on the driver only log what was written (the messages are persisted when write() returns;
+deliveryGuarantee atLeastOnce: a failed and retried task, or a micro-batch run again after a restart,
+sends its rows again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+
+from ..metadata.admin import PulsarAdmin
+from .effectively_once import check_deduplication
+from .message_columns import WriteColumns, write_columns
+from .write_options import WriteOptions, parse_write_options
+from .write_task import SinkCommitMessage, write_rows
+
+log = logging.getLogger(__name__)
+
+
+def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> tuple[WriteOptions, WriteColumns]:
+    """A write's options and columns, checked on the driver before any task runs (writer(), streamWriter())."""
+    if overwrite:
+        raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
+                         "outputMode(\"append\") for a stream.")
+    options = parse_write_options(raw_options)
+    columns = write_columns(schema, options.topic is not None)
+    if options.effectively_once:
+        if not stream and options.sink_id is None:
+            raise ValueError("Option 'deliveryGuarantee'=effectivelyOnce needs option 'sinkId' for a batch write (df.write): "
+                             "a name of this write's own, the same when it is run again (it names the producers whose "
+                             "sequence ids the broker deduplicates). A stream uses its query's id unless sinkId is set.")
+        if options.topic is not None:
+            check_deduplication(options.admin, [options.topic])  # a topic column's topics: checked by the tasks
+            options = replace(options, pinned_partitions=pinned_partitions(options))
+    elif options.sink_id is not None:
+        raise ValueError("Option 'sinkId' applies with deliveryGuarantee=effectivelyOnce only; set that, or remove sinkId.")
+    return options, columns
+
+
+def pinned_partitions(options: WriteOptions) -> int:
+    """The `topic` option's partition count for the whole write (a stream's run): 0 when not partitioned."""
+    assert options.topic is not None
+    admin = PulsarAdmin.at(options.admin)
+    try:
+        return 0 if options.topic.partition_index >= 0 else admin.partition_count(options.topic)
+    finally:
+        admin.close()
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def _written(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
+    """(messages confirmed, tasks that reported) over the tasks' commit messages; rows skipped as already written, logged."""
+    done = [m for m in messages if isinstance(m, SinkCommitMessage)]
+    skipped = sum(m.skipped for m in done)
+    if skipped:
+        log.info("%d rows were already in Pulsar from an earlier attempt of their task (deliveryGuarantee=effectivelyOnce): "
+                 "skipped.", skipped)
+    return sum(m.total for m in done), len(done)
+
+
+class PulsarBatchWriter(DataSourceWriter):
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        return write_rows(iterator, self.options, self.columns, _task_partition())
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        total, tasks = _written(messages)
+        log.info("Wrote %d messages to Pulsar in %d tasks.", total, tasks)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        total, tasks = _written(messages)
+        log.warning("The write failed; %d messages of %d finished tasks are already in Pulsar (Pulsar has no transactions "
+                    "here: a rerun of the write sends them again).", total, tasks)
+
+
+class PulsarStreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        return write_rows(iterator, self.options, self.columns, _task_partition())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
+        total, tasks = _written(messages)
+        log.info("Micro-batch %d: wrote %d messages to Pulsar in %d tasks.", batchId, total, tasks)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803
+        total, tasks = _written(messages)
+        log.warning("Micro-batch %d failed; %d messages of %d finished tasks are already in Pulsar (deliveryGuarantee="
+                    "atLeastOnce: the batch's retry sends them again; effectivelyOnce: it skips them).", batchId, total, tasks)

@@ -1,0 +1,75 @@
+"""Writes to Pulsar on a master with task retries, run by test_sink.py in its own process (the test session's Spark
+runs `local[2]`, without task retries; a master cannot change inside a process): `local[2,4]`, up to 4 attempts per task.
+
+Each run's task fails halfway through its rows on its first attempt, with a real error of Pulsar's: the rows named
+in `fail_at` get a payload over the broker's maxMessageSize on attempt 0 (the producer answers MessageTooBig), and
+their own payload on the retry. The sink sends nothing after a failed send and waits for what it sent, so the rows
+before the failing one are persisted by the first attempt: written again by the retry under atLeastOnce, skipped
+under effectivelyOnce.
+
+Argument: a JSON object {"service_url", "admin_url", "runs": [...]}, a run being
+  {"mode": "batch", "topic", "guarantee", "sink_id", "rows", "fail_at": [ids]}: spark.range(rows) in 2 partitions,
+      key k<id % 7>, value r<id>;
+  {"mode": "stream", "topic", "guarantee", "source", "checkpoint", "fail_at": [payloads], "max_entries"}: this source
+      over `source` (Trigger.AvailableNow; maxEntriesPerTrigger=max_entries, if given, makes several micro-batches on
+      PySpark 4.2+) written back without renaming, the value passed through the UDF.
+Prints one JSON line per run when it is done. Run with PYSPARK_PYTHON set to the venv's python.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+OVERSIZE = 200_000  # bytes: over the test broker's maxMessageSize (131072, tests/conftest.py)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F
+
+    spark = (SparkSession.builder.master("local[2,4]").appName("pulsar-throttled-sink-retry-job")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.driver.memory", "1g").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    connection = {"service.url": spec["service_url"], "admin.url": spec["admin_url"]}
+    try:
+        for run in spec["runs"]:
+            fail_at = set(run["fail_at"])
+
+            @F.udf("binary")
+            def payload(ident, value=None):
+                from pyspark import TaskContext
+
+                if TaskContext.get().attemptNumber() == 0 and (ident if value is None else bytes(value).decode()) in fail_at:
+                    return b"x" * OVERSIZE
+                return f"r{ident}".encode() if value is None else bytes(value)
+
+            options = {**connection, "topic": run["topic"], "deliveryGuarantee": run["guarantee"]}
+            if run.get("sink_id"):
+                options["sinkId"] = run["sink_id"]
+            if run["mode"] == "batch":
+                df = spark.range(run["rows"], numPartitions=2).select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
+                                                                      payload("id").alias("value"))
+                df.write.format("pulsar-throttled").options(**options).mode("append").save()
+            else:
+                reader = spark.readStream.format("pulsar-throttled").options(**connection, topic=run["source"])
+                if run.get("max_entries"):  # several micro-batches (PySpark 4.2+: AvailableNow reads them all)
+                    reader = reader.option("maxEntriesPerTrigger", str(run["max_entries"]))
+                src = reader.option("startingOffsets", "earliest").load()
+                out = src.withColumn("value", payload(F.lit(None), "value"))
+                query = (out.writeStream.format("pulsar-throttled").options(**options)
+                         .option("checkpointLocation", run["checkpoint"]).trigger(availableNow=True).start())
+                query.awaitTermination()
+            print(json.dumps({"done": run["topic"]}), flush=True)
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,230 @@
+"""Issue 53: writing back to Pulsar. df.write and df.writeStream .format("pulsar-throttled"), read back with the plain
+Python client: every field as written (payload, key, properties, event time, ordering key, a message without
+payload), nothing lost or duplicated; bad input refused with a clear error."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pulsar
+import pytest
+import requests
+from helpers import create_namespace, create_topic, produce
+from java_producer import KeyProducer
+from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
+from streaming import read_stream, source_options
+
+from pulsar_throttled_source.writing.routing import key_partition
+
+JOBS = Path(__file__).parent / "fault_jobs"
+UTC = dt.timezone.utc
+SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
+                     StructField("properties", MapType(StringType(), StringType())), StructField("eventTime", TimestampType()),
+                     StructField("orderingKey", StringType())])
+
+
+def read_back(client: pulsar.Client, topic: str, expected: int | None) -> list[tuple]:
+    """Every message of every partition of `topic`, as (partition, value or None, key, properties, event time ms, ordering key)."""
+    got: list[tuple] = []
+    for partition in client.get_topic_partitions(topic):
+        reader = client.create_reader(partition, pulsar.MessageId.earliest)
+        try:
+            while reader.has_message_available():
+                m = reader.read_next(10_000)
+                got.append((m.message_id().partition(), None if m.has_null_value() else m.data(), m.partition_key() or None,
+                            _props(m.properties()), m.event_timestamp() or None, _text(m.ordering_key())))
+        finally:
+            reader.close()
+    assert expected is None or len(got) == expected, f"{len(got)} messages in {topic}, expected {expected}"
+    return got
+
+
+def _props(properties: dict[str, str] | None) -> tuple[tuple[str, str], ...] | None:
+    return tuple(sorted(properties.items())) if properties else None
+
+
+def _text(value: str | bytes | None) -> str | None:
+    return (value.decode() if isinstance(value, bytes) else value) or None
+
+
+def sink_options(broker, topic: str | None, **extra: str) -> dict[str, str]:
+    return {"service.url": broker.service_url, "admin.url": broker.admin_url, **({"topic": topic} if topic else {}), **extra}
+
+
+def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"sink-batch-{unique}", 3)
+    t0 = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
+    rows = [(f"k{i % 11}" if i % 4 else None, f"v{i}".encode(), {"i": str(i), "src": "batch"} if i % 3 else None,
+             t0 + dt.timedelta(seconds=i) if i % 5 else None, f"o{i % 2}" if i % 6 == 0 else None) for i in range(300)]
+    rows.append(("gone", None, None, None, None))  # a message without payload: a compacted topic's tombstone for "gone"
+    df = spark.createDataFrame(rows, SCHEMA).repartition(4)
+    df.write.format("pulsar-throttled").options(**sink_options(broker, topic)).mode("append").save()
+
+    got = read_back(pulsar_client, topic, len(rows))
+    ms = lambda t: None if t is None else int(t.timestamp() * 1000)  # noqa: E731
+    assert Counter(g[1:] for g in got) == Counter((v, k, _props(p), ms(t), o) for k, v, p, t, o in rows)
+    keyed = [g for g in got if g[2] is not None]
+    assert keyed and all(g[0] == key_partition(g[2], 3) for g in keyed)  # the Java client's choice: see the next test
+    unkeyed = Counter(g[0] for g in got if g[2] is None)
+    assert set(unkeyed) == {0, 1, 2}  # round robin over every partition
+
+
+def test_keys_land_on_the_partition_a_java_producer_with_default_settings_chooses(spark, broker, admin, pulsar_client, unique):
+    keys = [f"key-{i}" for i in range(60)] + ["é", "ключ-7", "\U0001F600k", "中文键", "polygenelubricants"]
+    by_java, by_sink = (create_topic(admin, f"sink-keys-{name}-{unique}", 4) for name in ("java", "spark"))
+    java = KeyProducer(broker.service_url, by_java)
+    try:
+        java.send(*keys)
+    finally:
+        java.close()
+    df = spark.createDataFrame([(k, k.encode()) for k in keys], "key string, value binary").repartition(3)
+    df.write.format("pulsar-throttled").options(**sink_options(broker, by_sink)).mode("append").save()
+    java_partitions = {g[2]: g[0] for g in read_back(pulsar_client, by_java, len(keys))}
+    sink_partitions = {g[2]: g[0] for g in read_back(pulsar_client, by_sink, len(keys))}
+    assert sink_partitions == java_partitions and len(set(java_partitions.values())) == 4
+    # pulsar-client for Python, at its defaults, hashes keys otherwise: what the sink's own routing is for.
+    by_python = create_topic(admin, f"sink-keys-python-{unique}", 4)
+    producer = pulsar_client.create_producer(by_python)
+    for k in keys:
+        producer.send(k.encode(), partition_key=k)
+    producer.close()
+    python_partitions = {g[2]: g[0] for g in read_back(pulsar_client, by_python, len(keys))}
+    assert sum(python_partitions[k] != java_partitions[k] for k in keys) > len(keys) // 2
+
+
+def test_a_stream_from_this_source_writes_back_without_renaming(spark, broker, admin, pulsar_client, unique, tmp_path):
+    source = create_topic(admin, f"sink-src-{unique}", 2)
+    target = create_topic(admin, f"sink-dst-{unique}", 2)
+    sent = produce(pulsar_client, source, 120, batch=10)  # keys and properties on every message
+    df = read_stream(spark, source_options(broker, source, startingOffsets="earliest", maxEntriesPerTrigger="5"))
+    query = (df.writeStream.format("pulsar-throttled").options(**sink_options(broker, target))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert len([p for p in query.recentProgress if p["numInputRows"]]) > 1  # several micro-batches
+    got = read_back(pulsar_client, target, len(sent))
+    # Each message kept its payload, key and properties, and its partition (the source's `partition` column).
+    assert Counter((g[0], g[1], g[2], g[3]) for g in got) == Counter((s.partition, s.payload, s.key, _props(s.properties)) for s in sent)
+
+
+def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin, pulsar_client, unique):
+    topic = create_topic(admin, f"sink-bad-{unique}", 2)
+    good = spark.createDataFrame([("k", b"v")], "key string, value binary")
+
+    def write(df, **options: str) -> str:
+        with pytest.raises(Exception) as err:
+            df.write.format("pulsar-throttled").options(**sink_options(broker, topic, **options)).mode("append").save()
+        return str(err.value)
+
+    assert "Column(s) 'extra' cannot be written to Pulsar" in write(good.selectExpr("*", "1 as extra"))
+    assert "A write needs a 'value' column" in write(good.select("key"))
+    assert "Column 'key' is binary" in write(good.selectExpr("cast(key as binary) as key", "value"))
+    assert "Columns 'key' and '__key' both give the message's key" in write(good.selectExpr("*", "key as __key"))
+    assert "'startingOffsets' apply to reads (spark.read, spark.readStream) only" in write(good, startingOffsets="earliest")
+    assert "'pulsar.producer.batchingenabledd' is not a setting of pulsar-client's producer" in write(good, **{"pulsar.producer.batchingEnabledd": "true"})
+    assert "'pulsar.producer.compressiontype': 'LZ5' is not allowed; expected one of NONE, LZ4" in write(good, **{"pulsar.producer.compressionType": "LZ5"})
+    assert "Column 'partition' is 7 but topic" in write(good.selectExpr("*", "7 as partition"))
+    # effectivelyOnce: deduplication off on the topic (public/default's default), a batch write without its sinkId.
+    off = write(good, deliveryGuarantee="effectivelyOnce", sinkId="s1")
+    assert f"needs message deduplication on topic {topic}, and it is off" in off
+    assert f"pulsar-admin topics set-deduplication --enable {topic}" in off
+    assert "needs option 'sinkId' for a batch write" in write(good, deliveryGuarantee="effectivelyOnce")
+    with pytest.raises(Exception, match="'pulsar.producer.batchingenabled' apply to writes"):
+        spark.read.format("pulsar-throttled").options(**source_options(broker, topic, **{"pulsar.producer.batchingEnabled": "true"})).load()
+    assert read_back(pulsar_client, topic, 0) == []
+
+
+def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
+    """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
+    and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
+    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail)."""
+    namespace = create_namespace(admin, f"public/sink-dedup-{unique}")
+    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
+    topics = {name: create_topic(admin, f"{namespace}/{name}", 2) for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo")}
+    sources = {g: create_topic(admin, f"sink-retry-src-{g}-{unique}", 2) for g in ("eo", "alo")}
+    sent = {g: produce(pulsar_client, sources[g], 40, batch=5) for g in ("eo", "alo")}
+    rows, fail_at = 200, [60, 170]  # halfway through each of the two tasks (ids 0-99 and 100-199)
+    runs = []
+    for short, guarantee in (("eo", "effectivelyOnce"), ("alo", "atLeastOnce")):
+        runs.append({"mode": "batch", "topic": topics[f"batch-{short}"], "guarantee": guarantee, "sink_id": f"retry-{unique}" if short == "eo" else None,
+                     "rows": rows, "fail_at": fail_at})
+        middle = [s.payload.decode() for s in sent[short][18:20]]  # messages of the second micro-batch
+        runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[short],
+                     "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle, "max_entries": 4})
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
+    job = subprocess.run([sys.executable, str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert job.stdout.count('"done"') == 4, job.stdout
+
+    expected_batch = Counter((f"r{i}".encode(), f"k{i % 7}") for i in range(rows))
+    expected_stream = {g: Counter((s.payload, s.key) for s in sent[g]) for g in sent}
+    got = {name: Counter((g[1], g[2]) for g in read_back(pulsar_client, topic, None)) for name, topic in topics.items()}
+    assert got["batch-eo"] == expected_batch  # every row once
+    assert got["stream-eo"] == expected_stream["eo"]
+    # atLeastOnce: every row, and the rows the first attempts had written before failing, twice.
+    assert set(got["batch-alo"]) == set(expected_batch) and sum(got["batch-alo"].values()) > rows
+    assert set(got["stream-alo"]) == set(expected_stream["alo"]) and sum(got["stream-alo"].values()) > len(sent["alo"])
+
+
+def test_older_spark_lines_write_effectively_once_too(broker, admin, pulsar_client, unique, tmp_path):
+    """PySpark 4.0 and 4.1 (row writers; cached venvs, tests/compat_venvs.py, running today's checkout): the same job as
+    above, a batch write and a stream each failing halfway on a first attempt, every row once. Their AvailableNow runs
+    one unthrottled micro-batch (no admission control), so the stream is one batch here."""
+    from compat_venvs import ROOT, VERSIONS, compat_python
+
+    namespace = create_namespace(admin, f"public/sink-compat-{unique}")
+    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
+    jobs = {}
+    for version in VERSIONS:  # side by side: each mostly waits on its own Spark
+        short = version.replace(".", "")
+        batch, stream = (create_topic(admin, f"{namespace}/{kind}-{short}", 2) for kind in ("batch", "stream"))
+        source = create_topic(admin, f"sink-compat-src-{short}-{unique}", 2)
+        sent = produce(pulsar_client, source, 40, batch=5)
+        runs = [{"mode": "batch", "topic": batch, "guarantee": "effectivelyOnce", "sink_id": f"compat-{unique}", "rows": 200,
+                 "fail_at": [60, 170]},
+                {"mode": "stream", "topic": stream, "guarantee": "effectivelyOnce", "source": source,
+                 "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": [s.payload.decode() for s in sent[18:20]]}]
+        python = compat_python(version)
+        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PYTHONPATH=str(ROOT))
+        spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
+        job = subprocess.Popen([str(python), str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        jobs[version] = (job, batch, stream, sent)
+    for version, (job, batch, stream, sent) in jobs.items():
+        try:
+            out, err = job.communicate(timeout=600)
+        finally:
+            job.kill()
+        assert job.returncode == 0, f"PySpark {version}: {err[-3000:]}"
+        assert Counter((g[1], g[2]) for g in read_back(pulsar_client, batch, None)) == \
+            Counter((f"r{i}".encode(), f"k{i % 7}") for i in range(200)), version
+        assert Counter((g[1], g[2]) for g in read_back(pulsar_client, stream, None)) == Counter((s.payload, s.key) for s in sent), version
+
+
+def test_write_quotas_hold_per_partition_and_window_across_tasks(spark, broker, admin, pulsar_client, unique, tmp_path):
+    topic = create_topic(admin, f"sink-quota-{unique}", 2)
+    rows, quota = 240, 40  # 120 per partition at 40 a second: three windows at least
+    df = spark.range(rows, numPartitions=3).selectExpr("cast(concat('q', id) as binary) as value")
+    options = sink_options(broker, topic, publishThrottlingRateInMsg=str(quota), quotaStatePath=str(tmp_path / "quota.sqlite"))
+    df.write.format("pulsar-throttled").options(**options).mode("append").save()
+    windows: Counter[tuple[int, int]] = Counter()
+    for partition in pulsar_client.get_topic_partitions(topic):
+        reader = pulsar_client.create_reader(partition, pulsar.MessageId.earliest)
+        while reader.has_message_available():
+            m = reader.read_next(10_000)
+            windows[(m.message_id().partition(), m.publish_timestamp() // 1000)] += 1
+        reader.close()
+    assert sum(windows.values()) == rows
+    for p in (0, 1):
+        per_window = [n for (part, _), n in sorted(windows.items()) if part == p]
+        # Permits are taken in a window and published a few milliseconds later: a window may hold a few granted late in the one before.
+        assert len(per_window) >= 3 and max(per_window) <= quota * 1.1, (p, per_window)
