@@ -13,6 +13,7 @@ backend), so it draws headless. progress_points gives the plotted numbers withou
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -91,14 +92,17 @@ def plot_progress(progress: Any, *, source: int = 0, quotas: Mapping[str, float]
       progress reports no limits, so give the ones your options set, in rows);
     - quota use: per level in the plan, the share of its window used (1.0: the level's limit), with the
       triggers where that level held partitions back marked;
-    - lag: entries behind (left axis) and seconds behind (right axis) after each trigger."""
+    - lag: entries behind (left axis) and seconds behind (right axis) after each trigger, with a caption saying
+      what seconds behind measures.
+    Legends sit outside the panels, right of the data; a first micro-batch that took much longer than the next
+    (Spark's and the source's start-up) is marked as such."""
     Figure = _figure_class()
     points = progress_points(progress, source)
     if not points:
         raise ValueError("no progress event of this source to plot yet: wait for the query's first trigger")
     t0 = points[0].time
     times = [p.time - t0 for p in points]
-    fig = Figure(figsize=(10, 8), layout="constrained")
+    fig = Figure(figsize=(12, 8.5), layout="constrained")
     admitted, used, lag = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": [3, 2, 2]})
 
     if window:
@@ -114,8 +118,15 @@ def plot_progress(progress: Any, *, source: int = 0, quotas: Mapping[str, float]
         admitted.axhline(limit, color=colors[i % len(colors)], linestyle="--", linewidth=2, label=f"{label}: {limit:g}")
     admitted.set_ylabel("rows admitted")
     highest = max([*(b.get_height() for b in admitted.patches), *(quotas or {}).values(), 1])
-    admitted.set_ylim(0, highest * 1.3)  # room for the legend above the bars
-    admitted.legend(loc="upper right", fontsize=8)
+    admitted.set_ylim(0, highest * 1.3)  # room for the start-up note above the quota lines
+    _legend_outside(admitted)
+    startup = first_batch_startup(times)
+    if startup is not None:
+        # a collection, not a patch: the panel's patches stay its bars
+        admitted.fill_betweenx([0, highest * 1.3], times[0], startup, color="0.85", alpha=0.5, zorder=0,
+                               label="first micro-batch's start-up")
+        admitted.text((times[0] + startup) / 2, highest * 1.27, "first micro-batch: Spark's and the\nsource's start-up",
+                      ha="center", va="top", fontsize=8, color="0.3")
     admitted.set_title(title or f"Throttled source {source}: {sum(p.rows for p in points):,} rows in "
                                 f"{sum(1 for p in points if p.rows)} micro-batches")
 
@@ -131,7 +142,7 @@ def plot_progress(progress: Any, *, source: int = 0, quotas: Mapping[str, float]
     used.axhline(1.0, color="0.3", linestyle=":", label="limit (the whole window's quota)")
     used.set_ylim(0, max([1.1, *[max(p.window_used.values(), default=0) * 1.05 for p in points]]))
     used.set_ylabel("quota use")
-    used.legend(loc="lower right", fontsize=8)
+    _legend_outside(used)
 
     known = [(t, p) for t, p in zip(times, points, strict=True) if p.entries_behind is not None]
     lag.plot([t for t, _ in known], [p.entries_behind for _, p in known], color="#55a868", marker=".",
@@ -146,10 +157,34 @@ def plot_progress(progress: Any, *, source: int = 0, quotas: Mapping[str, float]
     lag.set_ylim(bottom=0)
     seconds_axis.set_ylim(bottom=0)
     handles = lag.get_legend_handles_labels()[0] + seconds_axis.get_legend_handles_labels()[0]
-    lag.legend(handles=handles, loc="upper right", fontsize=8)
+    _legend_outside(lag, handles, x=1.08)  # right of the seconds axis' labels
+    lag.set_title(SECONDS_BEHIND_CAPTION, fontsize=8, loc="left", color="0.3")
     for ax in (admitted, used, lag):
         ax.grid(alpha=0.3)
     return fig
+
+
+SECONDS_BEHIND_CAPTION = ("seconds behind: now minus the publish time of the oldest unread message. While a backlog "
+                          "published faster than the quota drains,\nit rises even as entries behind fall: each "
+                          "trigger reads less publish time than passes between triggers.")
+# The first trigger's gap to the next is the first micro-batch's start-up when it is this many times the usual gap.
+STARTUP_GAP_FACTOR = 3.0
+
+
+def first_batch_startup(times: list[float]) -> float | None:
+    """When the second trigger came (seconds since the first), if the first micro-batch took STARTUP_GAP_FACTOR
+    times the median gap between later triggers or more (Spark's Python workers and the source's readers
+    starting); else None."""
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    if len(gaps) < 3:
+        return None
+    usual = statistics.median(gaps[1:])
+    return times[1] if usual > 0 and gaps[0] >= STARTUP_GAP_FACTOR * usual else None
+
+
+def _legend_outside(ax: Any, handles: list[Any] | None = None, x: float = 1.01) -> None:
+    """The panel's legend right of its data, never over it (constrained layout makes room)."""
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(x, 1.0), borderaxespad=0.0, fontsize=8)
 
 
 def _figure_class() -> Any:

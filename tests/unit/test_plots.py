@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pulsar_throttled_source.plots import EXTRA_HINT, admitted_per_window, plot_progress, progress_points
+from pulsar_throttled_source.plots import EXTRA_HINT, admitted_per_window, first_batch_startup, plot_progress, progress_points
 
 FIXTURES = Path(__file__).parent / "progress_fixtures"
 
@@ -111,6 +111,27 @@ def test_the_figure_draws_admitted_rows_against_the_quotas_quota_use_and_lag(ver
     assert line(fig, "seconds behind (oldest unread message)")[1] == [p.seconds_behind for p in points]
     assert seconds.get_ylabel() == "seconds behind" and lag.get_ylabel() == "entries behind"
     assert admitted.get_title() == "Throttled source 0: 30 rows in 3 micro-batches"
+
+
+def test_legends_sit_right_of_the_data_and_the_lag_panel_says_what_seconds_behind_measures():
+    fig = plot_progress(events("4.3.0"), quotas={"topic quota": 10})
+    admitted, used, lag, _ = fig.axes
+    for ax in (admitted, used, lag):
+        legend = ax.get_legend()
+        assert legend is not None and legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted()).x0 > 1.0
+    assert lag.get_title(loc="left").startswith("seconds behind: now minus the publish time of the oldest unread message")
+
+
+def test_a_first_micro_batch_much_longer_than_the_next_is_marked_as_start_up():
+    # The 4.3.0 fixture's triggers: the second comes 25 s after the first (Spark's first query starting), the
+    # later ones about 1 and 11 s apart (median 6 s).
+    raw = events("4.3.0")
+    t = [p.time - progress_points(raw)[0].time for p in progress_points(raw)]
+    assert first_batch_startup(t) == pytest.approx(t[1])
+    spans = [c for c in plot_progress(raw).axes[0].collections if c.get_label() == "first micro-batch's start-up"]
+    assert len(spans) == 1
+    assert first_batch_startup([0.0, 2.0, 3.0, 4.0, 5.0]) is None  # as long as the others: no start-up to show
+    assert first_batch_startup([0.0, 30.0, 31.0]) is None  # too few triggers to tell
 
 
 def test_rows_per_quota_window_sum_the_batches_whose_trigger_started_in_it():
