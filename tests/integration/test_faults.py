@@ -77,7 +77,7 @@ def assert_exactly_once(rows, sent) -> None:
 
 
 def test_admin_retry_option():
-    base = {"topic": "t"}
+    base = {"topic": "t", "service.url": "pulsar://broker.example:6650", "admin.url": "http://broker.example:8080"}
     assert parse_options(base).admin_retry_timeout_ms == 60_000
     assert parse_options({**base, "adminRetryTimeoutMs": "0"}).admin_retry_timeout_ms == 0
     with pytest.raises(ValueError, match="adminRetryTimeoutMs"):
