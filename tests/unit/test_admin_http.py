@@ -7,12 +7,12 @@ from __future__ import annotations
 import base64
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import pytest
+from scripted_admin import Scripted, scripted_admin_api, serve, url_of
 
 from pulsar_throttled_source.admin_endpoint import AdminEndpoint
 from pulsar_throttled_source.credentials import BasicAuth, TokenAuth
@@ -25,66 +25,12 @@ from pulsar_throttled_source.reading.task_lookup import TaskLookup
 from pulsar_throttled_source.topics import TopicName
 
 LOGGER = "pulsar_throttled_source.metadata.admin_http"
-# A step: a status, (status, body), (status, body, Location) or (status, body, Location or None, headers).
-Step = int | tuple
-
-
-class _Scripted(BaseHTTPRequestHandler):
-    statuses: list[Step] = []  # served in order; 200 [] once used up
-    seen_auth: list[str | None] = []  # the Authorization header of every request, in order
-    seen: list[tuple[str, str]] = []  # (method, path) of every request, in order
-    delay_s = 0.0  # how long to wait before answering (a broker that does not answer in time)
-
-    def _answer(self, with_body: bool) -> None:
-        type(self).seen_auth.append(self.headers.get("Authorization"))
-        type(self).seen.append((self.command, self.path))
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
-        time.sleep(type(self).delay_s)
-        step = type(self).statuses.pop(0) if type(self).statuses else 200
-        status, body = step[:2] if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
-        self.send_response(status)
-        if isinstance(step, tuple) and len(step) >= 3 and step[2]:
-            self.send_header("Location", step[2])  # a redirect to the topic's owner broker
-        for name, value in (step[3] if isinstance(step, tuple) and len(step) == 4 else {}).items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if with_body:
-            self.wfile.write(body)
-
-    def do_GET(self) -> None:  # noqa: N802
-        self._answer(with_body=True)
-
-    do_PUT = do_POST = do_DELETE = do_GET  # noqa: N815
-
-    def do_HEAD(self) -> None:  # noqa: N802
-        self._answer(with_body=False)
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-def _serve(host: str = "127.0.0.1") -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, 0), _Scripted)
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    return server
 
 
 @pytest.fixture
 def stub_admin_api() -> Iterator[ThreadingHTTPServer]:
-    _Scripted.statuses, _Scripted.seen_auth, _Scripted.seen, _Scripted.delay_s = [], [], [], 0.0
-    server = _serve()
-    try:
+    with scripted_admin_api() as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _url(server: ThreadingHTTPServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}"
 
 
 def _closed_port() -> int:
@@ -98,14 +44,14 @@ def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 
 def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
-    url = _url(stub_admin_api)
+    url = url_of(stub_admin_api)
     caplog.set_level(logging.WARNING, logger=LOGGER)
 
     # Never answered: a wrong admin.url fails at once, retries or not.
     started = time.monotonic()
     with pytest.raises(AdminError, match="Cannot reach the Pulsar admin API"):
         PulsarAdmin(f"http://127.0.0.1:{_closed_port()}", timeout_s=2, retry_timeout_s=30).list_topics("public/default")
-    _Scripted.statuses = [503]
+    Scripted.statuses = [503]
     with pytest.raises(AdminError, match="HTTP 503"):
         PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
     assert time.monotonic() - started < 5
@@ -114,7 +60,7 @@ def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
     # Answered once: 5xx is retried with exponential backoff and logged at WARNING.
     admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
     assert admin.list_topics("public/default") == []
-    _Scripted.statuses = [503, 500, 502]
+    Scripted.statuses = [503, 500, 502]
     assert admin.list_topics("public/default") == []
     warnings = _warnings(caplog)
     assert [w.split(" (")[0] for w in warnings[:3]] == [
@@ -126,21 +72,21 @@ def test_admin_retries_only_after_a_first_answer(stub_admin_api, caplog):
 
     # A stopping broker answers some lookups with 200 and a stack trace: retried, never taken as data.
     caplog.clear()
-    _Scripted.statuses = [(200, b'{"stackTrace": [], "message": "shutting down"}')]
+    Scripted.statuses = [(200, b'{"stackTrace": [], "message": "shutting down"}')]
     assert admin.list_topics("public/default") == []
     assert "incomplete answer" in caplog.records[0].getMessage()
 
     # Management calls (not lookups) are never retried.
     for method in ("PUT", "POST", "DELETE"):
-        _Scripted.statuses = [503]
+        Scripted.statuses = [503]
         with pytest.raises(AdminError, match="HTTP 503"):
             admin.call(method, "persistent/public/default/x", "creating x")
-    assert _Scripted.statuses == []
+    assert Scripted.statuses == []
 
     # The budget bounds one outage, across calls: then the error says so.
     admin_budget = PulsarAdmin(url, timeout_s=1, retry_timeout_s=1.2)
     assert admin_budget.list_topics("public/default") == []
-    _Scripted.statuses = [503] * 20
+    Scripted.statuses = [503] * 20
     started = time.monotonic()
     with pytest.raises(AdminError, match="Gave up after retrying for 1 s .*adminRetryTimeoutMs"):
         admin_budget.list_topics("public/default")
@@ -151,9 +97,9 @@ def test_one_budget_per_outage_shared_by_its_calls(stub_admin_api, caplog):
     """Once an outage spent the budget, the next call during it fails after one request; the first
     answer ends the outage, and the next one has a budget of its own."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=1, retry_timeout_s=0.6)
+    admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=1, retry_timeout_s=0.6)
     assert admin.list_topics("public/default") == []
-    _Scripted.statuses = [503] * 20
+    Scripted.statuses = [503] * 20
     with pytest.raises(AdminError, match="Gave up"):
         admin.list_topics("public/default")
     before = admin.requests_made
@@ -161,10 +107,10 @@ def test_one_budget_per_outage_shared_by_its_calls(stub_admin_api, caplog):
     with pytest.raises(AdminError, match="Gave up"):
         admin.list_topics("public/default")
     assert admin.requests_made == before + 1 and time.monotonic() - started < 0.5
-    _Scripted.statuses = []
+    Scripted.statuses = []
     assert admin.list_topics("public/default") == []  # the outage is over
     assert "answers again" in _warnings(caplog)[-1]
-    _Scripted.statuses = [503]
+    Scripted.statuses = [503]
     assert admin.list_topics("public/default") == []  # a new outage: retried again
 
 
@@ -176,22 +122,22 @@ OWNER_MOVING = [(412, b'{"reason":"Can\'t find owner for topic persistent://publ
 def test_admin_rides_through_topic_ownership_moves(stub_admin_api, caplog):
     """What brokers answer while a topic's ownership moves is retried, even on a client's first request
     (the answer proves the URL is a Pulsar broker); any other 4xx still fails at once."""
-    url = _url(stub_admin_api)
+    url = url_of(stub_admin_api)
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    _Scripted.statuses = list(OWNER_MOVING)
+    Scripted.statuses = list(OWNER_MOVING)
     admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)
     assert admin.list_topics("public/default") == []
     warnings = _warnings(caplog)
     assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
 
-    _Scripted.statuses = [(412, b'{"reason":"Partitioned topic does not have any partitions"}')]
+    Scripted.statuses = [(412, b'{"reason":"Partitioned topic does not have any partitions"}')]
     started = time.monotonic()
     with pytest.raises(AdminError, match="HTTP 412 .*does not have any partitions"):
         PulsarAdmin(url, timeout_s=2, retry_timeout_s=30).list_topics("public/default")
     assert time.monotonic() - started < 1
 
     # Without a retry budget (adminRetryTimeoutMs=0) an ownership move fails clearly, naming the reason.
-    _Scripted.statuses = [OWNER_MOVING[0]]
+    Scripted.statuses = [OWNER_MOVING[0]]
     with pytest.raises(AdminError, match="Can't find owner"):
         PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
 
@@ -200,30 +146,30 @@ def test_entry_lookups_take_bodiless_moves_as_ownership_moves(stub_admin_api, ca
     """A HEAD answer has no body to give its reason: 307 (without a new owner), 412 and 503 there are
     taken as a move and retried from the first request; the entry's headers come through."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    _Scripted.statuses = [412, 503, 307, (200, b"", None, {"X-Pulsar-Chunk-Id": "0", "X-Pulsar-Num-Chunks-From-Msg": "3"})]
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, retry_timeout_s=30)
+    Scripted.statuses = [412, 503, 307, (200, b"", None, {"X-Pulsar-Chunk-Id": "0", "X-Pulsar-Num-Chunks-From-Msg": "3"})]
+    admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, retry_timeout_s=30)
     headers = admin.entry_headers(TopicName.parse("t"), 5, 7)
     assert headers is not None and headers["X-Pulsar-Chunk-Id"] == "0"
-    assert [m for m, _ in _Scripted.seen] == ["HEAD"] * 4
-    assert _Scripted.seen[0][1] == "/admin/v2/persistent/public/default/t/ledger/5/entry/7"
+    assert [m for m, _ in Scripted.seen] == ["HEAD"] * 4
+    assert Scripted.seen[0][1] == "/admin/v2/persistent/public/default/t/ledger/5/entry/7"
     warnings = _warnings(caplog)
     assert len(warnings) == 4 and all("topic ownership moving" in w for w in warnings[:3]), warnings
 
 
 def test_not_found_is_an_answer_never_retried(stub_admin_api):
     """A 404 is the broker's answer, even on a URL known good: no retry, and it ends an outage."""
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, retry_timeout_s=30, known_good=True)
-    _Scripted.statuses = [404]
+    admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, retry_timeout_s=30, known_good=True)
+    Scripted.statuses = [404]
     started = time.monotonic()
     with pytest.raises(TopicNotFound, match="Topic persistent://public/default/t does not exist"):
         admin.internal_stats(TopicName.parse("t"))
-    _Scripted.statuses = [404]
+    Scripted.statuses = [404]
     assert admin.entry_headers(TopicName.parse("t"), 1, 0) is None  # no longer stored
     assert time.monotonic() - started < 1 and admin.requests_made == 2
 
 
 def test_answers_map_to_errors_that_say_what_to_do(stub_admin_api):
-    url = _url(stub_admin_api)
+    url = url_of(stub_admin_api)
     admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30, known_good=True)
     cases = [
         (401, AdminError, r"refused listing the topics of namespace public/default \(HTTP 401: not authenticated\); set credentials "
@@ -238,45 +184,45 @@ def test_answers_map_to_errors_that_say_what_to_do(stub_admin_api):
          "runs without transactions"),
     ]
     for step, error, message in cases:
-        _Scripted.statuses = [step]
+        Scripted.statuses = [step]
         before = admin.requests_made
         with pytest.raises(error, match=message):
             admin.list_topics("public/default")
         assert admin.requests_made == before + 1, f"{step} was retried"
     # An answer of the wrong shape (a broker starting up) is transient: retried, not taken as data.
-    _Scripted.statuses = [(200, b'{"partitions": 3}'), (200, b'{"ledgers": []}')]
+    Scripted.statuses = [(200, b'{"partitions": 3}'), (200, b'{"ledgers": []}')]
     assert admin.internal_stats(TopicName.parse("t")) == {"ledgers": []}
 
 
 def test_a_slow_broker_times_out(stub_admin_api):
-    _Scripted.delay_s = 1.5
+    Scripted.delay_s = 1.5
     with pytest.raises(AdminError, match=r"did not answer within 1 s while listing the topics .*check 'admin.url'"):
-        PulsarAdmin(_url(stub_admin_api), timeout_s=1, retry_timeout_s=0).list_topics("public/default")
+        PulsarAdmin(url_of(stub_admin_api), timeout_s=1, retry_timeout_s=0).list_topics("public/default")
 
 
 def test_admin_follows_owner_redirects_with_credentials_to_the_brokers_the_cluster_lists(stub_admin_api, caplog):
     """A broker redirects (307) a lookup to the broker that owns the topic, usually another host and port: the
     request is followed, and the token goes with it (requests drops it by default) to a broker the cluster lists
     (GET /admin/v2/brokers/<cluster>), never to a stranger (a WARN says so)."""
-    owner, stranger = _serve("127.0.0.2"), _serve("127.0.0.3")  # other hosts than the admin URL's
+    owner, stranger = serve("127.0.0.2"), serve("127.0.0.3")  # other hosts than the admin URL's
     try:
         owner_port, stranger_port = owner.server_address[1], stranger.server_address[1]
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"),
+        Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"),
                               (200, b'["standalone"]'), (200, f'["127.0.0.2:{owner_port}"]'.encode()), 200]
-        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
+        admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
         assert admin.list_topics("public/default") == []
-        assert _Scripted.seen == [("GET", "/admin/v2/persistent/public/default"), ("GET", "/admin/v2/clusters"),
+        assert Scripted.seen == [("GET", "/admin/v2/persistent/public/default"), ("GET", "/admin/v2/clusters"),
                                   ("GET", "/admin/v2/brokers/standalone"), ("GET", "/admin/v2/persistent/public/default")]
-        assert _Scripted.seen_auth == ["Bearer tok3n"] * 4
+        assert Scripted.seen_auth == ["Bearer tok3n"] * 4
         # The list is known now: the next redirect to the owner asks nothing more.
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"), 200]
-        assert admin.list_topics("public/default") == [] and _Scripted.seen_auth[-2:] == ["Bearer tok3n"] * 2
+        Scripted.statuses = [(307, b"", f"http://127.0.0.2:{owner_port}/admin/v2/persistent/public/default"), 200]
+        assert admin.list_topics("public/default") == [] and Scripted.seen_auth[-2:] == ["Bearer tok3n"] * 2
 
         caplog.set_level(logging.WARNING)
-        _Scripted.statuses = [(307, b"", f"http://127.0.0.3:{stranger_port}/admin/v2/persistent/public/default"), 401]
+        Scripted.statuses = [(307, b"", f"http://127.0.0.3:{stranger_port}/admin/v2/persistent/public/default"), 401]
         with pytest.raises(AdminError, match="HTTP 401"):
             admin.list_topics("public/default")
-        assert _Scripted.seen_auth[-2:] == ["Bearer tok3n", None]  # the stranger got no token
+        assert Scripted.seen_auth[-2:] == ["Bearer tok3n", None]  # the stranger got no token
         assert "redirected a request to 127.0.0.3, which is not a broker of the cluster" in caplog.text
     finally:
         for server in (owner, stranger):
@@ -286,18 +232,18 @@ def test_admin_follows_owner_redirects_with_credentials_to_the_brokers_the_clust
 
 def test_a_role_that_may_not_list_brokers_takes_its_credentials_to_the_owner_its_lookup_names(stub_admin_api):
     """The broker list is a superuser's call; a reading role learns the owner from the topic's lookup."""
-    owner = _serve("127.0.0.2")
+    owner = serve("127.0.0.2")
     try:
         owner_url = f"http://127.0.0.2:{owner.server_address[1]}"
         stats = "/admin/v2/persistent/public/default/t/internalStats"
-        _Scripted.statuses = [(307, b"", owner_url + stats), (401, b"not a superuser"),
+        Scripted.statuses = [(307, b"", owner_url + stats), (401, b"not a superuser"),
                               (200, f'{{"httpUrl": "{owner_url}", "brokerUrl": "pulsar://127.0.0.1:6650"}}'.encode()),
                               (200, b"{}")]
-        admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
+        admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
         assert admin.call("GET", "persistent/public/default/t/internalStats", "reading") == {}
-        assert _Scripted.seen == [("GET", stats), ("GET", "/admin/v2/clusters"), ("GET", "/lookup/v2/topic/persistent/public/default/t"),
+        assert Scripted.seen == [("GET", stats), ("GET", "/admin/v2/clusters"), ("GET", "/lookup/v2/topic/persistent/public/default/t"),
                                   ("GET", stats)]
-        assert _Scripted.seen_auth == ["Bearer tok3n"] * 4
+        assert Scripted.seen_auth == ["Bearer tok3n"] * 4
     finally:
         owner.shutdown()
         owner.server_close()
@@ -328,16 +274,16 @@ def test_a_redirect_to_an_owner_that_died_is_waited_out_and_names_the_owner(stub
     redirects (307) to it, and the redirect's target refuses connections. admin.url answered (it is right), so this
     is retried from a session's first request, like an ownership move; the log and error name the dead owner."""
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    url = _url(stub_admin_api)
+    url = url_of(stub_admin_api)
     dead = f"http://127.0.0.1:{_closed_port()}"
-    _Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default"), 200]  # then the topic moved here
+    Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default"), 200]  # then the topic moved here
     admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)  # never answered before
     assert admin.list_topics("public/default") == []
     warnings = _warnings(caplog)
     assert f"ConnectionError from {dead} (the topic's owner, redirected to by {url})" in warnings[0], warnings
     assert "answers again" in warnings[-1]
 
-    _Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default")]
+    Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default")]
     with pytest.raises(AdminError) as failed:
         PulsarAdmin(url, timeout_s=2, retry_timeout_s=0).list_topics("public/default")
     assert f"redirected to {dead} (the broker owning the topic), which cannot be reached" in str(failed.value)
@@ -347,17 +293,17 @@ def test_a_redirect_to_an_owner_that_died_is_waited_out_and_names_the_owner(stub
 def test_no_secret_in_logs_errors_or_repr(stub_admin_api, caplog):
     token = "eyJhbGciOiJIUzI1NiJ9.c2VjcmV0.s1gnature-never-shown"
     caplog.set_level(logging.DEBUG)
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token=token), retry_timeout_s=0.6)
+    admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, credentials=TokenAuth(token=token), retry_timeout_s=0.6)
     assert admin.list_topics("public/default") == []
-    _Scripted.statuses = [503, 503]
+    Scripted.statuses = [503, 503]
     assert admin.list_topics("public/default") == []
-    _Scripted.statuses = [401]
+    Scripted.statuses = [401]
     with pytest.raises(AdminError) as refused:
         admin.list_topics("public/default")
-    _Scripted.statuses = [503] * 20
+    Scripted.statuses = [503] * 20
     with pytest.raises(AdminError) as gave_up:
         admin.list_topics("public/default")
-    assert _Scripted.seen_auth[0] == f"Bearer {token}"
+    assert Scripted.seen_auth[0] == f"Bearer {token}"
     shown = "\n".join([caplog.text, str(refused.value), str(gave_up.value), repr(admin), str(admin)])
     assert "s1gnature" not in shown and token not in shown
 
@@ -368,19 +314,19 @@ def test_a_password_in_the_metrics_url_is_never_shown(stub_admin_api, caplog):
     # a WARN) without them. A URL given here with them still authenticates, and is shown without them.
     caplog.set_level(logging.DEBUG)
     port = stub_admin_api.server_address[1]
-    admin = PulsarAdmin(_url(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="admin-tok3n"))
-    _Scripted.statuses = [(200, b"# no metrics")]
+    admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="admin-tok3n"))
+    Scripted.statuses = [(200, b"# no metrics")]
     proxy = BasicAuth("scraper", "pa55w0rd-never-shown")
     assert admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading", proxy) == "# no metrics"
-    assert _Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"scraper:pa55w0rd-never-shown").decode()
-    _Scripted.statuses = [(200, b"# no metrics")]
+    assert Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"scraper:pa55w0rd-never-shown").decode()
+    Scripted.statuses = [(200, b"# no metrics")]
     assert admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading") == "# no metrics"
-    assert _Scripted.seen_auth[-1] == "Bearer admin-tok3n"  # without its own: the admin API's
-    _Scripted.statuses = [403]
+    assert Scripted.seen_auth[-1] == "Bearer admin-tok3n"  # without its own: the admin API's
+    Scripted.statuses = [403]
     with pytest.raises(AdminError) as refused:
         admin.get_text(f"http://127.0.0.1:{port}/metrics", "reading the broker's publish latency", proxy)
     with pytest.raises(AdminError) as unreachable:
-        PulsarAdmin(_url(stub_admin_api), timeout_s=2).get_text(
+        PulsarAdmin(url_of(stub_admin_api), timeout_s=2).get_text(
             f"http://scraper:pa55w0rd-never-shown@127.0.0.1:{_closed_port()}/metrics", "reading")
     assert f"http://127.0.0.1:{port}/metrics answered HTTP 403" in str(refused.value)
     shown = "\n".join([caplog.text, str(refused.value), str(unreachable.value)])
@@ -393,8 +339,8 @@ def test_user_info_in_the_admin_url_authenticates_and_is_shown_nowhere(stub_admi
     port = stub_admin_api.server_address[1]
     admin = PulsarAdmin(f"http://reader:p@ss:w0rd-never-shown@127.0.0.1:{port}", timeout_s=2, retry_timeout_s=0)
     assert admin.list_topics("public/default") == []
-    assert _Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"reader:p@ss:w0rd-never-shown").decode()
-    _Scripted.statuses = [(500, b"echoed http://reader:p@ss:w0rd-never-shown@127.0.0.1 and p@ss:w0rd-never-shown")]
+    assert Scripted.seen_auth[-1] == "Basic " + base64.b64encode(b"reader:p@ss:w0rd-never-shown").decode()
+    Scripted.statuses = [(500, b"echoed http://reader:p@ss:w0rd-never-shown@127.0.0.1 and p@ss:w0rd-never-shown")]
     with pytest.raises(AdminError) as failed:
         admin.list_topics("public/default")
     unreachable = PulsarAdmin(f"http://reader:p@ss:w0rd-never-shown@127.0.0.1:{_closed_port()}", timeout_s=2)
@@ -422,19 +368,19 @@ def test_read_task_lookups_wait_out_an_outage():
 def test_entry_lookup_of_a_read_task(stub_admin_api):
     """A read task's lookups: a known-good URL with pollTimeoutMs as the budget, answers cached, and a
     partition whose topic is not stored counts as deleted (asked without reading an entry)."""
-    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(_url(stub_admin_api), timeout_ms=2_000))
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(url_of(stub_admin_api), timeout_ms=2_000))
     part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(3, 9), 10,
                           config, ((3, 0, 10),))
     lookup = TaskLookup(part)
     try:
-        _Scripted.statuses = [503, (200, b"", None, {"X-Pulsar-Marker-Type": "1"})]  # retried: the URL is known good
+        Scripted.statuses = [503, (200, b"", None, {"X-Pulsar-Marker-Type": "1"})]  # retried: the URL is known good
         meta = lookup((3, 4))
         assert meta is not None and meta.marker
-        assert lookup((3, 4)) is meta and len(_Scripted.seen) == 2  # cached
-        _Scripted.statuses = [404]  # the topic's internal stats
+        assert lookup((3, 4)) is meta and len(Scripted.seen) == 2  # cached
+        Scripted.statuses = [404]  # the topic's internal stats
         assert lookup.partition_gone()
-        assert [m for m, _ in _Scripted.seen[2:]] == ["GET"]
-        assert _Scripted.seen[2][1].endswith("/t-partition-0/internalStats")
+        assert [m for m, _ in Scripted.seen[2:]] == ["GET"]
+        assert Scripted.seen[2][1].endswith("/t-partition-0/internalStats")
     finally:
         lookup.close()
 
@@ -446,7 +392,7 @@ def test_a_partition_holding_its_planned_ledger_is_not_gone_after_one_request(st
     partitioned topic's metadata is."""
     import json
 
-    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(_url(stub_admin_api), timeout_ms=2_000))
+    config = ClientConfig("pulsar://unused:6650", (), (), None, 5_000, 100, admin=AdminEndpoint(url_of(stub_admin_api), timeout_ms=2_000))
     part = PartitionRange("persistent://public/default/t-partition-0", 0, EntryPosition(3, -1), EntryPosition(4, 9), 20,
                           config, ((3, 0, 10), (4, 0, 10)))
 
@@ -456,11 +402,11 @@ def test_a_partition_holding_its_planned_ledger_is_not_gone_after_one_request(st
     for answers, gone, asked in [([stats(3, 4)], False, ["/t-partition-0/internalStats"]),
                                  ([stats(9), 404], True, ["/t-partition-0/internalStats", "/t/partitions"]),
                                  ([stats(9), (200, b'{"partitions": 2}')], False, ["/t-partition-0/internalStats", "/t/partitions"])]:
-        _Scripted.seen.clear()
-        _Scripted.statuses = list(answers)
+        Scripted.seen.clear()
+        Scripted.statuses = list(answers)
         lookup = TaskLookup(part)
         try:
             assert lookup.partition_gone() is gone
         finally:
             lookup.close()
-        assert [path.split("?")[0].removeprefix("/admin/v2/persistent/public/default") for _, path in _Scripted.seen] == asked
+        assert [path.split("?")[0].removeprefix("/admin/v2/persistent/public/default") for _, path in Scripted.seen] == asked
