@@ -83,14 +83,21 @@ def bookie_conf(layout: ClusterLayout, bookie: Member, settings: ClusterSettings
     }
 
 
-def broker_conf(layout: ClusterLayout, broker: Member, settings: ClusterSettings) -> dict[str, object]:
-    conf: dict[str, object] = {
+def _member_of_cluster(layout: ClusterLayout, member: Member, settings: ClusterSettings) -> dict[str, object]:
+    """What a broker and the proxy both say: the cluster, its metadata store and session, their own address."""
+    return {
         "clusterName": layout.cluster_name,
         "metadataStoreUrl": layout.metadata_store_url,
         "configurationMetadataStoreUrl": layout.metadata_store_url,
         "metadataStoreSessionTimeoutMillis": settings.session_timeout_ms,
-        "bindAddress": broker.host,
-        "advertisedAddress": broker.host,
+        "bindAddress": member.host,
+        "advertisedAddress": member.host,
+    }
+
+
+def broker_conf(layout: ClusterLayout, broker: Member, settings: ClusterSettings) -> dict[str, object]:
+    conf: dict[str, object] = {
+        **_member_of_cluster(layout, broker, settings),
         "brokerServicePort": broker.ports["broker"],
         "webServicePort": broker.ports["web"],
         "managedLedgerDefaultEnsembleSize": settings.ensemble_size,
@@ -121,14 +128,9 @@ def broker_conf(layout: ClusterLayout, broker: Member, settings: ClusterSettings
 def proxy_conf(layout: ClusterLayout, proxy: Member, settings: ClusterSettings) -> dict[str, object]:
     brokers = layout.of_role(BROKER)
     return {
-        "clusterName": layout.cluster_name,
         # Broker discovery through the metadata store, as an operator's proxy does it (no fixed broker URL): the
         # admin API is forwarded to a broker it discovers, lookups too.
-        "metadataStoreUrl": layout.metadata_store_url,
-        "configurationMetadataStoreUrl": layout.metadata_store_url,
-        "metadataStoreSessionTimeoutMillis": settings.session_timeout_ms,
-        "bindAddress": proxy.host,
-        "advertisedAddress": proxy.host,
+        **_member_of_cluster(layout, proxy, settings),
         "servicePort": proxy.ports["service"],
         "webServicePort": proxy.ports["web"],
         # The proxy connects only to these broker ports (6650,6651 by default); ours are free ports.
