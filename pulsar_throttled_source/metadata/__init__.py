@@ -2,7 +2,8 @@
 
 Planning never reads messages; it plans from what these modules report:
 - ``admin_http``: the HTTP layer (session, token auth, TLS, owner redirects, error mapping,
-  retries through ``..retry``); ``owner_redirects``: which hosts a redirect may take the credentials to
+  retries through ``..retry``); ``admin_answers``: what an answer or failure tells the user (the broker's
+  reason, the permission a call needs, a TLS failure's fix, where a redirect led); ``owner_redirects``: which hosts a redirect may take the credentials to
   (the admin URL's, the cluster's brokers).
 - ``admin``: the lookups planning and read tasks use (partitions, internal stats, publish stats,
   policies, transaction buffer, entry headers, subscriptions).

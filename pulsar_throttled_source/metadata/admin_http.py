@@ -23,16 +23,15 @@ import logging
 import re
 from collections import Counter
 from typing import Any, TypeVar
-from urllib.parse import urlparse
 
 import requests
 
 from ..admin_endpoint import AdminEndpoint, userinfo, without_userinfo
 from ..credentials import BasicAuth, Credentials, TlsSettings, scrub
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
+from .admin_answers import broker_reason, permission_needed, redirect_target, request_kind, tls_failure
 from .admin_auth import AuthenticationFailed, authenticator
 from .owner_redirects import ClusterHosts, OwnerRedirectSession
-from .service_tls import certificate_fix
 
 log = logging.getLogger(__name__)
 
@@ -188,14 +187,14 @@ class AdminHttp:
                    expect: str | type | None, api: str) -> Any:
         url = f"{self.base}/admin/{api}/{path}"
         self.requests_made += 1
-        self.requests_by_kind[_request_kind(path)] += 1
+        self.requests_by_kind[request_kind(path)] += 1
         try:
             resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s, verify=self._verify)
             self.request_seconds += resp.elapsed.total_seconds()
         except AuthenticationFailed as e:
             raise AdminError(str(e)) from None
         except requests.exceptions.SSLError as e:
-            raise AdminError(_tls_failure(self.base, what, str(e))) from None
+            raise AdminError(tls_failure(self.base, what, str(e))) from None
         except requests.exceptions.RequestException as e:
             raise self._unreachable(e, what) from None
         if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
@@ -208,7 +207,7 @@ class AdminHttp:
         if resp.status_code == 404 and not_found is not None:
             raise TopicNotFound(not_found)
         if resp.status_code in (401, 403):
-            reason = _reason(resp)
+            reason = broker_reason(resp)
             # Pulsar answers an authenticated role without the permission 401 on topic operations, 403 on
             # namespace ones, with a reason "Unauthorized to validate...Operation for operation [...]".
             if resp.status_code == 403 or reason.startswith("Unauthorized to"):
@@ -243,7 +242,7 @@ class AdminHttp:
         one that did not answer is the topic's owner (a broker that died or stops), named as such."""
         timed_out = isinstance(error, requests.exceptions.Timeout)
         reason = f"no answer within {self.timeout_s:.0f} s" if timed_out else type(error).__name__
-        owner = _redirect_target(self.base, error)
+        owner = redirect_target(self.base, error)
         if owner is not None:
             return _Transient(f"The Pulsar admin API at {self.base} redirected to {owner} (the broker owning the topic), "
                               f"which {'did not answer in time' if timed_out else 'cannot be reached'} while {what} "
@@ -254,18 +253,6 @@ class AdminHttp:
                               "check 'admin.url'.", reason)
         return _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' "
                           "(expected e.g. http://localhost:8080).", reason)
-
-
-def _redirect_target(base: str, error: requests.exceptions.RequestException) -> str | None:
-    """scheme://host:port of the request that failed, when a redirect led it away from `base` (None otherwise).
-    Only the origin: no path, no user info."""
-    failed = urlparse(error.request.url) if error.request is not None and error.request.url else None
-    if failed is None or not failed.hostname:
-        return None
-    origin = f"{failed.scheme}://{failed.hostname}:{failed.port or (443 if failed.scheme == 'https' else 80)}"
-    own = urlparse(base)
-    own_origin = f"{own.scheme}://{own.hostname}:{own.port or (443 if own.scheme == 'https' else 80)}"
-    return origin if origin != own_origin else None
 
 
 class _Adapter(requests.adapters.HTTPAdapter):
@@ -279,41 +266,3 @@ class _Adapter(requests.adapters.HTTPAdapter):
         if not self._validate_hostname:
             kwargs["assert_hostname"] = False
         super().init_poolmanager(*args, **kwargs)
-
-
-def _tls_failure(base: str, what: str, reason: str) -> str:
-    fix = certificate_fix(reason, "admin.url") or ("check 'admin.url', the CA in 'pulsar.client.tlsTrustCertsFilePath' "
-                                                   "and the client certificate")
-    return f"TLS failed with the Pulsar admin API at {base} while {what}: {fix}. ({reason[:300]})"
-
-
-def permission_needed(path: str) -> str:
-    """What Pulsar requires of a role for an admin call of the source (tests/integration/test_secured_broker.py
-    measures it on Pulsar 4.0: consume covers every call but the rate policies)."""
-    kind = _request_kind(path)
-    if kind in ("dispatchRate", "subscriptionDispatchRate"):
-        return ("the tenant's admin role, the only one Pulsar lets read rate policies (quotaSource=broker or both read "
-                "them; quotaSource=options does not)")
-    namespace_listing = path.startswith(("persistent/", "namespaces/")) and path.count("/") == 2 + path.startswith("namespaces/")
-    if namespace_listing:
-        return ("'consume' on the namespace (pulsar-admin namespaces grant-permission --role <role> --actions consume "
-                "<tenant>/<namespace>): topicsPattern lists the namespace's topics")
-    return ("'consume' on the topic or its namespace (pulsar-admin namespaces grant-permission --role <role> --actions "
-            "consume <tenant>/<namespace>, or topics grant-permission)")
-
-
-def _reason(resp: requests.Response) -> str:
-    """The broker's reason for an error answer: its JSON "reason", else the body's text."""
-    try:
-        body = resp.json()
-    except ValueError:
-        body = None
-    return str(body.get("reason")) if isinstance(body, dict) and body.get("reason") else resp.text.strip()
-
-
-def _request_kind(path: str) -> str:
-    """A request's kind for counting: its path's last segment that is not a number (internalStats,
-    partitioned-stats, entry, schema, ...)."""
-    if path.startswith("transactions/"):  # transactions/transactionBufferStats/<topic>
-        return path.split("/")[1]
-    return next((part for part in reversed(path.split("/")) if not part.isdigit()), path)

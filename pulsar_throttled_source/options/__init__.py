@@ -6,7 +6,8 @@ are kept out of repr and error messages.
 - ``spec``: the one table of options (the option reference, docs/reference/options.md, and the data source's docstring are generated from it).
 - ``aliases``: Spark's Kafka source's and pulsar-spark's option names, accepted as ours or refused naming ours;
   ``names``: an unknown option's error, with the closest options and what they do.
-- ``parse``: parse_options, the rules across options; ``values``: one option read by its spec;
+- ``parse``: parse_options, the rules across options; ``start_end``: where a query starts and a batch query
+  ends (startingOffsets/startingTime, endingOffsets/endingTime); ``values``: one option read by its spec;
   ``passthrough``: pulsar.client.* / pulsar.reader.* / pulsar.admin.* settings; ``auth``: authentication.
 - ``model``: SourceOptions, StartSpec, EndSpec, and what the options give a read task and an admin session.
 - ``query_kinds``: which options a stream, a batch query and each Spark line take, checked in one place each.
