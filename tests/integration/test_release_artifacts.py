@@ -55,7 +55,7 @@ RUNTIME_FILES = {
                                        "range_progress.py range_reader.py read.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py memory_store.py "
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py "
                                           "model.py partition_plan.py publish_rates.py redis_store.py report.py signals.py "
                                           "sqlite_store.py store.py store_factory.py",
     "pulsar_throttled_source/writing": "__init__.py effectively_once.py message_columns.py producer_settings.py producers.py routing.py "
