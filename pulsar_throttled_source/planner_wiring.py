@@ -90,12 +90,4 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
 def _catalog(o: SourceOptions, admin: PulsarAdmin, value_schema: ValueSchema | None) -> PartitionCatalog:
     # Topics a pattern matches later must carry the schema type the query's columns decode.
     guard = TopicSchemaGuard(admin, value_schema).check if o.decode_schema else None
-    # Live publish counters only for quotas relative to the publish rate (the broker's may be), or for
-    # adaptiveThrottling's signal on other subscriptions' throttling counters. Every query asks them at least
-    # every policyRefreshIntervalMs: their messages per entry size the readers' receiver queues (read tasks
-    # wait on the broker's reads when they are sized in entries, issue 44) and the progress report's messages.
-    live = o.uses_broker_quotas or o.adaptive is not None or any(
-        r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
-    return PartitionCatalog(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
-                            on_topics=guard, stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0,
-                            in_background=True, own_subscription=o.subscription)
+    return PartitionCatalog.for_query(o, admin, streaming=True, on_topics=guard)

@@ -46,7 +46,7 @@ _TOPIC_OPTIONS = ("topic", "topics", "topicspattern")
 def status(batch: CommittedBatch, options: SourceOptions, timeout_s: float = LOOKUP_TIMEOUT_S) -> dict[str, Any]:
     """The status report of the query whose committed batch is `batch` (see the module doc)."""
     admin = PulsarAdmin.at(options.admin, retry_timeout_s=0.0)
-    catalog = PartitionCatalog(admin, options.topics, options.topics_pattern, options.pattern_namespace, 0, True)
+    catalog = PartitionCatalog.for_query(options, admin, streaming=False)
     try:
         snap = catalog.snapshot(force=True)
     finally:

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..positions import EntryPosition
 from ..topics import TopicName, partition_sort_key
@@ -24,6 +24,9 @@ from .admin_http import TopicNotFound, TransactionsDisabled
 from .background_refresh import BackgroundRefresh
 from .layout import PartitionLayout
 from .stress_readings import BrokerStress, pending_adds, throttled_events
+
+if TYPE_CHECKING:
+    from ..options.model import SourceOptions
 
 log = logging.getLogger(__name__)
 SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")
@@ -90,6 +93,17 @@ class PartitionCatalog:
         self._built: dict[str, PartitionLayout] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._refresh = BackgroundRefresh(self._fetch, self._refresh_s, "pulsar-catalog-refresh", clock, in_background)
+
+    @classmethod
+    def for_query(cls, options: SourceOptions, admin: PulsarAdmin, *, streaming: bool,
+                  on_topics: Callable[[list[TopicName]], None] | None = None) -> PartitionCatalog:
+        """The catalog of the topics `options` name, as every caller builds it: a stream's is refreshed in the
+        background, a one-shot plan's (a batch query, the status command) fetched when asked; the publish
+        counters as often as stats_refresh_s says. `on_topics`: the schema check of the topics found."""
+        o = options
+        return cls(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
+                   on_topics=on_topics, stats_refresh_s=stats_refresh_s(o, streaming),
+                   in_background=streaming, own_subscription=o.subscription)
 
     def snapshot(self, force: bool = False) -> CatalogSnapshot:
         """The newest snapshot; `force`: one fetched now (where a query starts, or fixes its end)."""
@@ -229,6 +243,18 @@ class PartitionCatalog:
             if with_txn_counts:
                 open_transactions[name] = _open_transactions(s)
         return layouts, stats, open_transactions, pending, throttled
+
+
+def stats_refresh_s(options: SourceOptions, streaming: bool) -> float:
+    """How often a catalog asks the publish counters (0: with every refresh). Live only where they must be:
+    quotas relative to the publish rate (the broker's may be), adaptiveThrottling's signal on the other
+    subscriptions' throttling counters, and a one-shot plan (it fetches once or twice). Else a stream asks
+    them every policyRefreshIntervalMs: they then give only messages per entry, which size the read tasks'
+    receiver queues and the progress report's messages, and change slowly."""
+    o = options
+    live = not streaming or o.uses_broker_quotas or o.adaptive is not None or any(
+        r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
+    return 0.0 if live else o.policy_refresh_ms / 1000.0
 
 
 def _publish_stats(s: dict) -> PublishStats:
