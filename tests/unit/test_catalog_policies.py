@@ -12,6 +12,7 @@ from fakes import FakeAdmin, FakeClock
 from pulsar_throttled_source.metadata.admin_http import TopicNotFound
 from pulsar_throttled_source.metadata.catalog import PartitionCatalog, stats_refresh_s
 from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
+from pulsar_throttled_source.metadata.request_pool import RequestPool
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.quota_settings import Rate
@@ -225,3 +226,21 @@ def test_every_caller_builds_its_catalog_with_the_stats_cadence_its_options_need
         assert set(snap.layouts) == set(snap.stats) == {f"{NS}/t-partition-0", f"{NS}/t-partition-1"}
     finally:
         cat.close()
+
+
+def test_the_request_pool_answers_in_order_with_a_missing_topic_in_its_place_and_raises_any_other_error():
+    pool = RequestPool()
+    try:
+        def fetch(n: int) -> int:
+            if n == 2:
+                raise TopicNotFound(f"topic {n}")
+            return n * 10
+        answers = pool.each(fetch, [1, 2, 3, 4, 5])
+        assert answers[:1] + answers[2:] == [10, 30, 40, 50] and isinstance(answers[1], TopicNotFound)
+
+        def broken(n: int) -> int:
+            raise RuntimeError("HTTP 500")
+        with pytest.raises(RuntimeError, match="HTTP 500"):
+            pool.each(broken, [1, 2])
+    finally:
+        pool.close()
