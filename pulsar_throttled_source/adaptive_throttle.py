@@ -33,7 +33,7 @@ class AdaptiveThrottle:
     """One per query, on the driver: the controller (built with the quota store) and its signals."""
 
     def __init__(self, options: SourceOptions, clock: Callable[[], float],
-                 admin: Callable[[], PulsarAdmin] | None = None) -> None:
+                 admin: PulsarAdmin | None = None) -> None:
         assert options.adaptive is not None
         self._options = options
         self._clock = clock
@@ -46,7 +46,7 @@ class AdaptiveThrottle:
         self.controller: CongestionController | None = None
 
     @classmethod
-    def of(cls, options: SourceOptions, clock: Callable[[], float], admin: Callable[[], PulsarAdmin]) -> AdaptiveThrottle | None:
+    def of(cls, options: SourceOptions, clock: Callable[[], float], admin: PulsarAdmin) -> AdaptiveThrottle | None:
         """The query's, or None without adaptiveThrottling."""
         return cls(options, clock, admin) if options.adaptive is not None else None
 
@@ -57,7 +57,7 @@ class AdaptiveThrottle:
         adaptive = self._options.adaptive
         if adaptive is not None and adaptive.metrics_url is not None and self._admin is not None:
             admin, url, credentials = self._admin, adaptive.metrics_url, adaptive.metrics_credentials
-            signals.append(PublishLatencySignal(lambda: admin().get_text(url, "reading the broker's publish latency", credentials),
+            signals.append(PublishLatencySignal(lambda: admin.get_text(url, "reading the broker's publish latency", credentials),
                                                 factor=adaptive.publish_latency_ratio))
         return signals
 

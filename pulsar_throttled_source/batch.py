@@ -40,8 +40,7 @@ class PulsarBatchReader(DataSourceReader):
         admin = PulsarAdmin.for_planning(o)
         guard = TopicSchemaGuard(admin, self.value_schema).check if o.decode_schema else None
         # With the publish counters: their messages per entry size the read tasks' receiver queues (reading/receiver_queue.py).
-        catalog = PartitionCatalog(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
-                                   on_topics=guard)
+        catalog = PartitionCatalog.for_query(o, admin, streaming=False, on_topics=guard)
         try:
             return plan_batch(o, catalog, admin, o.read_task_config(self.value_schema))
         finally:

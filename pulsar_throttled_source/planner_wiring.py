@@ -68,17 +68,17 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
     o = options
     log.info("Read tasks read with %s", describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs))
     admin = PulsarAdmin.for_planning(o)
-    adaptive = AdaptiveThrottle.of(o, clock, lambda: admin)
+    adaptive = AdaptiveThrottle.of(o, clock, admin)
     entry_sizes = EntrySizes(admin, latency=adaptive.lookup_latency if adaptive else None)
     policies = BrokerPolicies(admin, o.policy_refresh_ms)
     engines = QuotaEngines(o, clock, adaptive)
     rates = PublishRateTracker()
-    progress = ProgressReports(oldest_unread or (lambda: OldestUnread.of_admin(admin)), clock, o.progress_per_partition)
-    progress.read_path = read_path_name(o.read_path, o.client_kwargs, o.reader_kwargs)
+    progress = ProgressReports(oldest_unread or (lambda: OldestUnread.of_admin(admin)), clock, o.progress_per_partition,
+                               read_path_name(o.read_path, o.client_kwargs, o.reader_kwargs))
     floor = o.min_entries_per_trigger
     return MicroBatchPlanner(PlannerParts(
         options=o, admin=admin, catalog=catalog or _catalog(o, admin, value_schema),
-        admission=BatchAdmission(o, engines, lambda: policies, rates, lambda: entry_sizes), rates=rates,
+        admission=BatchAdmission(o, engines, policies, rates, entry_sizes), rates=rates,
         data_loss=DataLossPolicy(o.subscription, o.durable_subscription, o.fail_on_data_loss), progress=progress,
         client_config=o.read_task_config(value_schema), clock=clock, sleep=sleep,
         floor=TriggerFloor(floor, o.max_trigger_delay_ms, clock) if floor else None,
@@ -90,12 +90,4 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
 def _catalog(o: SourceOptions, admin: PulsarAdmin, value_schema: ValueSchema | None) -> PartitionCatalog:
     # Topics a pattern matches later must carry the schema type the query's columns decode.
     guard = TopicSchemaGuard(admin, value_schema).check if o.decode_schema else None
-    # Live publish counters only for quotas relative to the publish rate (the broker's may be), or for
-    # adaptiveThrottling's signal on other subscriptions' throttling counters. Every query asks them at least
-    # every policyRefreshIntervalMs: their messages per entry size the readers' receiver queues (read tasks
-    # wait on the broker's reads when they are sized in entries, issue 44) and the progress report's messages.
-    live = o.uses_broker_quotas or o.adaptive is not None or any(
-        r.relative_to_publish_rate for r in (o.quota.source, o.topic_rate, o.subscription_rate))
-    return PartitionCatalog(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
-                            on_topics=guard, stats_refresh_s=0.0 if live else o.policy_refresh_ms / 1000.0,
-                            in_background=True, own_subscription=o.subscription)
+    return PartitionCatalog.for_query(o, admin, streaming=True, on_topics=guard)

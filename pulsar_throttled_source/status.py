@@ -24,14 +24,13 @@ import os
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from .checkpoint_log import CheckpointError, CommittedBatch, committed_batch
 from .metadata.admin import PulsarAdmin
 from .metadata.admin_http import AdminError
 from .metadata.catalog import CatalogSnapshot, PartitionCatalog
-from .metadata.publish_times import CONCURRENT, publish_ms
+from .metadata.publish_times import OldestUnread
 from .options import SETTINGS, SourceOptions, parse_options
 from .options.passthrough import short_name
 from .planning.progress import Lags, partition_lags
@@ -47,7 +46,7 @@ _TOPIC_OPTIONS = ("topic", "topics", "topicspattern")
 def status(batch: CommittedBatch, options: SourceOptions, timeout_s: float = LOOKUP_TIMEOUT_S) -> dict[str, Any]:
     """The status report of the query whose committed batch is `batch` (see the module doc)."""
     admin = PulsarAdmin.at(options.admin, retry_timeout_s=0.0)
-    catalog = PartitionCatalog(admin, options.topics, options.topics_pattern, options.pattern_namespace, 0, True)
+    catalog = PartitionCatalog.for_query(options, admin, streaming=False)
     try:
         snap = catalog.snapshot(force=True)
     finally:
@@ -82,21 +81,10 @@ def lag_report(snap: CatalogSnapshot, committed: Mapping[str, EntryPosition], la
 
 
 def oldest_unread_ms(admin: PulsarAdmin, behind: Mapping[str, EntryPosition], timeout_s: float) -> dict[str, int]:
-    """The publish time of each lagging partition's first unread entry (`behind`): one lookup each,
-    CONCURRENT at a time, all within `timeout_s` (a partition not answered by then has no time lag)."""
-    if not behind:
-        return {}
-    pool = ThreadPoolExecutor(CONCURRENT, thread_name_prefix="pulsar-status")
-    futures = {p: pool.submit(admin.entry_headers, TopicName.parse(p), e.ledger_id, e.entry_id) for p, e in behind.items()}
-    wait(futures.values(), timeout=timeout_s)
-    pool.shutdown(wait=False, cancel_futures=True)
-    found: dict[str, int] = {}
-    for partition, future in futures.items():
-        if future.done() and not future.cancelled() and future.exception() is None:
-            ms = publish_ms(future.result())
-            if ms is not None:
-                found[partition] = ms
-    return found
+    """The publish time of each lagging partition's first unread entry (`behind`): one lookup each, as the
+    query's progress report asks them (metadata/publish_times.py), all within `timeout_s` (a partition not
+    answered by then has no time lag)."""
+    return OldestUnread.once(admin, behind, timeout_s)
 
 
 def source_options(args: argparse.Namespace, batch: CommittedBatch) -> SourceOptions:

@@ -8,7 +8,9 @@ Planning never reads messages; it plans from what these modules report:
 - ``admin``: the lookups planning and read tasks use (partitions, internal stats, publish stats,
   policies, transaction buffer, entry headers, subscriptions).
 - ``catalog``: which partitions the query reads and their layouts, cached per refresh interval
-  and fetched again in the background while planning calls come (``background_refresh``).
+  and fetched again in the background while planning calls come (``background_refresh``); ``max_read``: the
+  transactions probe (each partition's max read position, where an open transaction holds entries back);
+  ``request_pool``: the catalog's admin requests, a few in flight at once.
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
 - ``entry_headers``: EntryHeaders, what one entry's headers say, parsed once: the messages a reader
   gets, its stored bytes, and (for read tasks) whether it is a chunk, a marker or aborted.

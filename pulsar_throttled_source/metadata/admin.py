@@ -95,14 +95,6 @@ class PulsarAdmin(AdminHttp):
                     found.pop(str(name), None)
         return found
 
-    def topic_is_stored(self, topic: TopicName) -> bool:
-        """Whether the broker holds this (non-partitioned or partition) topic; never creates it."""
-        try:
-            self.internal_stats(topic)
-        except TopicNotFound:
-            return False
-        return True
-
     def create_subscription(self, partition: TopicName, subscription: str, consumed_up_to: EntryPosition) -> None:
         """A durable subscription on one partition whose cursor has consumed everything up to and
         including `consumed_up_to`; an existing subscription is left as it is."""

@@ -96,7 +96,6 @@ class OAuth2ClientCredentials(AuthBase):
         self._lock = threading.Lock()
         self._access_token = ""
         self._refresh_at = float("-inf")
-        self.fetches = 0  # how many tokens were fetched (seen by tests)
 
     def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
         request.headers["Authorization"] = f"Bearer {self.access_token()}"
@@ -137,7 +136,6 @@ class OAuth2ClientCredentials(AuthBase):
         self._access_token = str(token["access_token"])
         lifetime = float(token.get("expires_in") or 3600)
         self._refresh_at = started + max(lifetime - 60.0, lifetime * 0.8)
-        self.fetches += 1
 
 
 def _token_endpoint(issuer: str) -> str:

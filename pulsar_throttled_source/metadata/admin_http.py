@@ -66,7 +66,7 @@ class _Transient(AdminError):
 
 
 NO_CLIENT_TLS = TlsSettings()  # the system's trust store, hostnames checked, no client certificate
-POOLED_CONNECTIONS = 16  # >= catalog.CONCURRENT_REQUESTS + lookup_scheduler.CONCURRENT_LOOKUPS + the planning thread
+POOLED_CONNECTIONS = 16  # >= request_pool.CONCURRENT_REQUESTS + lookup_scheduler.CONCURRENT_LOOKUPS + the planning thread
 
 
 _Session = TypeVar("_Session", bound="AdminHttp")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..positions import EntryPosition
 from ..topics import TopicName
@@ -54,8 +54,10 @@ class OldestUnread:
     """Per partition, the publish time of the first entry after a position, looked up on demand."""
 
     def __init__(self, lookup: Lookup, pool: Callable[[], Executor] | None = None, wait_s: float = WAIT_S,
-                 clock: Callable[[], float] = time.monotonic, first_wait_s: float = FIRST_WAIT_S) -> None:
+                 clock: Callable[[], float] = time.monotonic, first_wait_s: float = FIRST_WAIT_S,
+                 per_call: int = LOOKUPS_PER_PLAN) -> None:
         self._lookup = lookup
+        self._per_call = per_call  # lookups started by one publish_times call
         self._new_pool = pool or (lambda: ThreadPoolExecutor(CONCURRENT, thread_name_prefix="pulsar-publish-times"))
         self._pool: Executor | None = None
         self._wait_s = wait_s
@@ -67,10 +69,20 @@ class OldestUnread:
         self._unanswered: dict[str, EntryPosition] = {}  # the last lookup failed or told no time
 
     @classmethod
-    def of_admin(cls, admin: PulsarAdmin) -> OldestUnread:
+    def of_admin(cls, admin: PulsarAdmin, **settings: Any) -> OldestUnread:
         def lookup(partition: str, entry: EntryPosition) -> Mapping[str, str] | None:
             return admin.entry_headers(TopicName.parse(partition), entry.ledger_id, entry.entry_id)
-        return cls(lookup)
+        return cls(lookup, **settings)
+
+    @classmethod
+    def once(cls, admin: PulsarAdmin, first_unread: Mapping[str, EntryPosition], timeout_s: float) -> dict[str, int]:
+        """One answer, as a command asks it (the status command): every partition's lookup started at once,
+        CONCURRENT at a time, all waited for within `timeout_s`; a partition not answered by then has no time."""
+        times = cls.of_admin(admin, wait_s=timeout_s, first_wait_s=timeout_s, per_call=max(1, len(first_unread)))
+        try:
+            return times.publish_times(first_unread)
+        finally:
+            times.close()
 
     def publish_times(self, first_unread: Mapping[str, EntryPosition]) -> dict[str, int]:
         """Epoch-ms publish time of each given partition's first unread entry, where known (or of an
@@ -80,7 +92,7 @@ class OldestUnread:
             self._unanswered.pop(partition, None)
         to_ask = [p for p, e in first_unread.items() if self._wanted(p, e)]
         to_ask.sort(key=lambda p: self._asked_at.get(p, 0.0))
-        for partition in to_ask[:LOOKUPS_PER_PLAN]:
+        for partition in to_ask[:self._per_call]:
             entry = first_unread[partition]
             if self._pool is None:
                 self._pool = self._new_pool()

@@ -40,13 +40,12 @@ class BatchAdmission:
     """Turns backlogs and Spark's read limit into entries per partition, logging the quota verdict."""
 
     def __init__(self, options: SourceOptions, engine: Callable[[], QuotaEngine],
-                 policies: Callable[[], BrokerPolicies], rates: PublishRateTracker,
-                 entry_sizes: Callable[[], EntrySizes]) -> None:
+                 policies: BrokerPolicies, rates: PublishRateTracker, entry_sizes: EntrySizes) -> None:
         self._options = options
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
-        self._entry_sizes = entry_sizes  # looked up when a quota needs them (see throttling.partition_plan.new_plan)
+        self._entry_sizes = entry_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
         self.outcome = TriggerOutcome()  # of the last admit() call
@@ -73,7 +72,7 @@ class BatchAdmission:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
                         "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
-        self._entry_sizes().new_plan(len(wanted))
+        self._entry_sizes.new_plan(len(wanted))
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all, accept=accept)
@@ -84,7 +83,7 @@ class BatchAdmission:
                                held_back={a.partition: a.held_back for a in admissions if a.held_back})
         self._log_summary(engine, admissions)
         for admission in admissions:  # the next window's entries, looked up while this batch runs
-            self._entry_sizes().prefetch(admission.partition, backlogs[admission.partition], admission.entries)
+            self._entry_sizes.prefetch(admission.partition, backlogs[admission.partition], admission.entries)
         return {a.partition: a.entries for a in admissions}
 
     def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
@@ -97,13 +96,13 @@ class BatchAdmission:
             if not o.subscription_rate.is_unlimited():
                 sub_rates.append(("options", o.subscription_rate))
         if o.uses_broker_quotas:
-            broker_topic, broker_sub = self._policies().rates(TopicName.parse(partition).base)
+            broker_topic, broker_sub = self._policies.rates(TopicName.parse(partition).base)
             if broker_topic is not None:
                 topic_rates.append(("broker", broker_topic))
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
-        sizes = self._entry_sizes()
+        sizes = self._entry_sizes
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
                                bytes_for=backlog.bytes_for,
                                learn_entries=sizes.learner(partition, backlog),

@@ -72,13 +72,14 @@ class ProgressReports:
     report, their thread pool with them), and the lags of the last snapshot and end, which idle polls
     (~90 a second, the same snapshot and end) reuse: each then costs the lookups' bookkeeping only."""
 
-    def __init__(self, oldest_unread: Callable[[], OldestUnread], clock: Callable[[], float], per_partition: bool) -> None:
+    def __init__(self, oldest_unread: Callable[[], OldestUnread], clock: Callable[[], float], per_partition: bool,
+                 read_path: str) -> None:
         self._new_lookups = oldest_unread
         self._lookups: OldestUnread | None = None
         self._clock = clock
         self._per_partition = per_partition
         self._last: tuple[CatalogSnapshot, Mapping[str, EntryPosition], Lags] | None = None
-        self.read_path = "python"  # as the driver's environment resolves it (see reading/read_path.py)
+        self._read_path = read_path  # as the driver's environment resolves it (reading/read_path.py)
 
     def report(self, snap: CatalogSnapshot, end: Mapping[str, EntryPosition], outcome: TriggerOutcome,
                adaptive: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -90,7 +91,7 @@ class ProgressReports:
             lags = partition_lags(snap, end)
             self._last = (snap, dict(end), lags)
         times = self._lookups.publish_times(lags.behind)
-        report = progress_report(snap, lags, times, self._clock(), outcome, self.read_path, self._per_partition)
+        report = progress_report(snap, lags, times, self._clock(), outcome, self._read_path, self._per_partition)
         if adaptive is not None:
             report["adaptive"] = adaptive
         return report

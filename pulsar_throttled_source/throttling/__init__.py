@@ -22,7 +22,7 @@ Modules, each one role. Within the package: ``engine`` uses all the others; ``al
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
 - ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);
-  ``memory_store``: buckets in one process (tests); ``sqlite_store``: in one sqlite file per host;
+  ``sqlite_store``: buckets in one sqlite file per host;
   ``redis_store``: in a Redis server (quotaStore); ``store_factory``: the one the options name.
 - ``publish_rates``: publish rates per partition, measured from the broker's counters and smoothed, for
   quotas relative to them; messages per entry from the same counters.

@@ -7,7 +7,6 @@ process or thread interleaves with it, which is what keeps concurrent micro-batc
 from over-admitting (the "get remaining -> load -> deduct" race the Pulsar docs describe).
 
 This module holds what every store shares: the states and the protocol. The stores:
-- ``memory_store.MemoryQuotaStore``: one process, for unit tests and single-query use.
 - ``sqlite_store.SqliteQuotaStore``: one sqlite file per host, shared by every process that opens it.
 - ``redis_store.RedisQuotaStore``: a Redis server, shared by planners on any host (quotaStore).
 """

@@ -9,6 +9,7 @@ import sys
 import urllib.error
 import urllib.request
 
+import pytest
 from helpers import create_topic, produce, wait_until
 
 from pulsar_throttled_source import local_broker
@@ -16,6 +17,7 @@ from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.topics import TopicName
 
 
+@pytest.mark.third_party
 def test_produce_consume_round_trip(broker, pulsar_client, admin, unique):
     import pulsar
 
@@ -28,6 +30,7 @@ def test_produce_consume_round_trip(broker, pulsar_client, admin, unique):
     assert [m.properties() for m in got] == [s.properties for s in sent]
 
 
+@pytest.mark.third_party
 def test_partitioned_topic_created_through_admin(admin, unique):
     topic = TopicName.parse(f"parts-{unique}")
     admin.create_partitioned_topic(topic, 3)
@@ -50,6 +53,7 @@ def test_internal_stats_show_several_ledgers_after_rollover(admin, pulsar_client
     assert stats["lastConfirmedEntry"] == f"{layout.latest.ledger_id}:{layout.latest.entry_id}"
 
 
+@pytest.mark.third_party
 def test_stats_counters_and_batched_last_message_id(admin, pulsar_client, unique):
     topic = create_topic(admin, f"stats-{unique}", 0)
     produce(pulsar_client, topic, 40, batch=10)
@@ -64,6 +68,7 @@ def test_stats_counters_and_batched_last_message_id(admin, pulsar_client, unique
     assert last["batchIndex"] == 9
 
 
+@pytest.mark.third_party
 def test_topic_level_dispatch_rate_set_and_read_back(admin, unique):
     name = TopicName.parse(create_topic(admin, f"policy-{unique}", 2))
     rate = {"dispatchThrottlingRateInMsg": 123, "dispatchThrottlingRateInByte": 4567, "relativeToPublishRate": False, "ratePeriodInSecond": 2}

@@ -152,6 +152,7 @@ def test_a_second_identity_provider_signs_with_another_key(request, idp, tmp_pat
 # The broker trusts the IdP's tokens, and only them
 
 
+@pytest.mark.third_party
 def test_admin_api_accepts_a_bearer_token_from_the_identity_provider(request, idp, oauth_broker, accepted_token):
     for client in (BROKER_CLIENT, READER_CLIENT):
         resp = _admin_get(oauth_broker, "/admin/v2/namespaces/public", _token(request, idp, client))
@@ -164,6 +165,7 @@ def test_admin_api_accepts_a_bearer_token_from_the_identity_provider(request, id
 # The Python client's OAuth2 plugin
 
 
+@pytest.mark.third_party
 @pytest.mark.parametrize("private_key", ["file", "data"])
 def test_python_client_reads_a_topic_with_oauth2_client_credentials(idp, oauth_broker, reader_credentials, private_key):
     params = idp.oauth2_params(READER_CLIENT, reader_credentials if private_key == "file" else None)
@@ -183,6 +185,7 @@ def test_python_client_reads_a_topic_with_oauth2_client_credentials(idp, oauth_b
     assert f"connected with role={READER_ROLE} using authMethod=token" in _broker_log(oauth_broker)
 
 
+@pytest.mark.third_party
 @pytest.mark.parametrize("params", [
     pytest.param(lambda idp, creds: {"issuerUrl": idp.issuer_url, "privateKey": f"file://{creds}", "audience": AUDIENCE},
                  id="java-style-names"),
@@ -209,6 +212,7 @@ def test_which_parameter_spellings_the_python_client_takes(idp, oauth_broker, re
         client.close()
 
 
+@pytest.mark.third_party
 def test_admin_api_refuses_no_untrusted_and_expired_tokens(request, idp, oauth_broker, accepted_token):
     """Last in the module, so that the token the broker accepted at its start has expired by now (else: wait)."""
     request.node.secrets_seen.append(accepted_token)

@@ -43,8 +43,8 @@ RUNTIME_FILES = {
                                "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py quota_settings.py read_task.py retry.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
-                                        "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py owner_redirects.py policies.py "
-                                        "broker_metrics.py publish_times.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
+                                        "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
+                                        "broker_metrics.py publish_times.py request_pool.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
     "pulsar_throttled_source/options": "__init__.py aliases.py auth.py model.py names.py parse.py passthrough.py query_kinds.py spec.py start_end.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
@@ -55,7 +55,7 @@ RUNTIME_FILES = {
                                        "range_progress.py range_reader.py read.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py memory_store.py "
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py "
                                           "model.py partition_plan.py publish_rates.py redis_store.py report.py signals.py "
                                           "sqlite_store.py store.py store_factory.py",
     "pulsar_throttled_source/writing": "__init__.py effectively_once.py message_columns.py producer_settings.py producers.py routing.py "

@@ -93,6 +93,7 @@ def plain_topic(sb: SecuredBroker) -> str:
 
 # -- TLS on the binary protocol -------------------------------------------------------------------------
 
+@pytest.mark.third_party
 def test_mtls_client_reads_by_name_and_by_address(sb, plain_topic):
     """The broker certificate names localhost and 127.0.0.1: a checking client reads through either URL (the
     lookup answers the advertised 127.0.0.1, which the client checks too). A key in the traditional format
@@ -111,6 +112,7 @@ def test_mtls_client_reads_by_name_and_by_address(sb, plain_topic):
     assert read_one(sb.service_url_tls, ca, pulsar.AuthenticationToken(sb.token("admin")), plain_topic) == b"over tls"
 
 
+@pytest.mark.third_party
 def test_client_certificate_settings_alone_do_not_authenticate(sb, plain_topic):
     """The native read path can set a certificate only through the C API's client settings
     (pulsar_client_configuration_set_tls_certificate_file_path / _private_key_file_path); the same settings in
@@ -125,6 +127,7 @@ def test_client_certificate_settings_alone_do_not_authenticate(sb, plain_topic):
     assert OPERATION_TIMEOUT_S - 0.5 < took < OPERATION_TIMEOUT_S + 3, took
 
 
+@pytest.mark.third_party
 @pytest.mark.parametrize("timeout_s", [30, OPERATION_TIMEOUT_S])
 def test_wrong_ca_fails_at_once_with_connect_error(sb, plain_topic, timeout_s):
     """A client trusting another CA: the handshake fails and create_reader raises ConnectError at once
@@ -137,6 +140,7 @@ def test_wrong_ca_fails_at_once_with_connect_error(sb, plain_topic, timeout_s):
     assert took < 2.0, took
 
 
+@pytest.mark.third_party
 def test_untrusted_client_certificate_and_no_credentials_fail_only_at_operation_timeout(sb, plain_topic):
     """Authentication failures are retried by the client: an "admin" certificate from another CA (the broker's
     handshake refuses it) and no credentials at all both end in Timeout at operation_timeout_seconds."""
@@ -149,6 +153,7 @@ def test_untrusted_client_certificate_and_no_credentials_fail_only_at_operation_
         assert OPERATION_TIMEOUT_S - 0.5 < took < OPERATION_TIMEOUT_S + 3, took
 
 
+@pytest.mark.third_party
 def test_role_without_permission_fails_at_once(sb, plain_topic):
     _, error, took = timed(lambda: read_one(sb.service_url_tls, str(sb.certs.ca), tls_auth(sb.certs.client("no-grant")),
                                             plain_topic, operation_timeout_seconds=30))
@@ -171,6 +176,7 @@ def wrong_name_broker(sb, tmp_path_factory):
         yield b
 
 
+@pytest.mark.third_party
 def test_hostname_mismatch(sb, wrong_name_broker):
     """tls_validate_hostname=True: ConnectError at once, whatever operation_timeout_seconds; False (the
     pulsar-client default) reads from the misnamed broker. requests always checks the name."""
@@ -188,6 +194,7 @@ def test_hostname_mismatch(sb, wrong_name_broker):
 
 # -- requests and the admin API over https ----------------------------------------------------------
 
+@pytest.mark.third_party
 def test_requests_mtls_and_its_errors(sb):
     url = f"{sb.admin_url_tls}/admin/v2/clusters"
     ca, admin = str(sb.certs.ca), sb.certs.client("admin")
@@ -213,6 +220,7 @@ class _OwnVerifySession(requests.Session):
         return super().merge_environment_settings(url, proxies, stream, self.verify if verify is None else verify, cert)
 
 
+@pytest.mark.third_party
 def test_requests_ca_bundle_overrides_session_verify(sb, monkeypatch):
     """psf/requests#3829: with $REQUESTS_CA_BUNDLE (or $CURL_CA_BUNDLE) set, a Session's `verify` (a CA file, or
     even False) is replaced by the bundle; per-request `verify=`, trust_env=False, or a Session that passes its

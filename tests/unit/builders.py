@@ -8,6 +8,7 @@ from contextlib import closing
 from typing import Any
 
 from fakes import FakeCatalog, FakeClock
+from memory_quota_store import MemoryQuotaStore
 from pyspark.sql.streaming.datasource import ReadMaxRows
 
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
@@ -22,7 +23,6 @@ from pulsar_throttled_source.quota_settings import Rate
 from pulsar_throttled_source.reading.arrow_rows import Columns
 from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 from builders import P0, P1, demand, entries
 from fakes import FakeClock
+from memory_quota_store import MemoryQuotaStore
 
 from pulsar_throttled_source.quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from pulsar_throttled_source.throttling.congestion import SignalReading, SignalState, backoff_windows, recovery_windows
 from pulsar_throttled_source.throttling.controller import CongestionController
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.throttling.store import QuotaStore
 

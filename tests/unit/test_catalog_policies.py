@@ -6,11 +6,14 @@ from __future__ import annotations
 import re
 
 import pytest
+from builders import URLS
 from fakes import FakeAdmin, FakeClock
 
 from pulsar_throttled_source.metadata.admin_http import TopicNotFound
-from pulsar_throttled_source.metadata.catalog import PartitionCatalog
+from pulsar_throttled_source.metadata.catalog import PartitionCatalog, stats_refresh_s
 from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
+from pulsar_throttled_source.metadata.request_pool import RequestPool
+from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.quota_settings import Rate
 from pulsar_throttled_source.topics import TopicName
@@ -203,3 +206,41 @@ def test_snapshots_carry_pending_adds_and_the_other_subscriptions_throttling_cou
     stress = cat.snapshot().stress
     assert {p: (s.pending_adds, s.throttled_events) for p, s in stress.items()} == {
         f"{NS}/t-partition-0": (3, 4), f"{NS}/t-partition-1": (3, 4)}
+
+
+@pytest.mark.parametrize(("extra", "streaming", "expected"), [
+    ({}, True, 30.0),  # a stream without live needs: messages per entry only, every policyRefreshIntervalMs
+    ({"policyRefreshIntervalMs": "5000"}, True, 5.0),
+    ({"dispatchThrottlingRatePerTopicInMsg": "10", "relativeToPublishRate": "true"}, True, 0.0),
+    ({"quotaSource": "broker"}, True, 0.0),
+    ({}, False, 0.0),  # a one-shot plan (batch query, status command): the counters with every snapshot
+])
+def test_every_caller_builds_its_catalog_with_the_stats_cadence_its_options_need(extra, streaming, expected):
+    options = parse_options({**URLS, "topic": f"{NS}/t", **extra})
+    assert stats_refresh_s(options, streaming) == expected
+    admin = FakeAdmin()
+    admin.partitions[f"{NS}/t"] = 2
+    cat = PartitionCatalog.for_query(options, admin, streaming=False)  # type: ignore[arg-type]
+    try:
+        snap = cat.snapshot(force=True)  # the named topics' partitions, with their counters at the first fetch
+        assert set(snap.layouts) == set(snap.stats) == {f"{NS}/t-partition-0", f"{NS}/t-partition-1"}
+    finally:
+        cat.close()
+
+
+def test_the_request_pool_answers_in_order_with_a_missing_topic_in_its_place_and_raises_any_other_error():
+    pool = RequestPool()
+    try:
+        def fetch(n: int) -> int:
+            if n == 2:
+                raise TopicNotFound(f"topic {n}")
+            return n * 10
+        answers = pool.each(fetch, [1, 2, 3, 4, 5])
+        assert answers[:1] + answers[2:] == [10, 30, 40, 50] and isinstance(answers[1], TopicNotFound)
+
+        def broken(n: int) -> int:
+            raise RuntimeError("HTTP 500")
+        with pytest.raises(RuntimeError, match="HTTP 500"):
+            pool.each(broken, [1, 2])
+    finally:
+        pool.close()

@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from memory_quota_store import MemoryQuotaStore
 from multiplier_checks import CLUSTER, W, apply, shared_store_checks
 
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.throttling.store import MultiplierState, QuotaStore
 

@@ -192,7 +192,8 @@ def test_producers_are_kept_across_tasks_and_closed_after_an_idle_while_or_a_fai
 
 # -- write quotas ------------------------------------------------------------------------------------------------
 def test_write_quotas_hold_per_partition_and_window_across_tasks():
-    from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
+    from memory_quota_store import MemoryQuotaStore
+
     from pulsar_throttled_source.writing.write_quota import PublishPermits, WriteQuota
 
     clock, store = FakeClock(now=1000.0), MemoryQuotaStore()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from fakes import FakeClock
+from memory_quota_store import MemoryQuotaStore
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot
 from pulsar_throttled_source.metadata.stress_readings import (
@@ -21,7 +22,6 @@ from pulsar_throttled_source.metadata.stress_readings import (
 )
 from pulsar_throttled_source.quota_settings import AdaptiveConfig
 from pulsar_throttled_source.throttling.controller import CongestionController
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.signals import (
     BatchDurationSignal,
     LookupLatencySignal,

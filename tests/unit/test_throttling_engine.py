@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from builders import P0, P1, TOPIC, demand, entries, stored_keys
 from fakes import FakeClock
+from memory_quota_store import MemoryQuotaStore
 
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.model import Admission
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 

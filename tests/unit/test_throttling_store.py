@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 from builders import stored_keys
+from memory_quota_store import MemoryQuotaStore
 
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.throttling.store import BucketState
 

@@ -10,13 +10,13 @@ import pytest
 from builders import P0, P1, PLANNER_START, URLS, layout, positions, reader, stored_keys, unlimited
 from builders import demand as engine_demand
 from fakes import FakeCatalog, FakeClock
+from memory_quota_store import MemoryQuotaStore
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.trigger_floor import TriggerFloor
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.memory_store import MemoryQuotaStore
 
 
 # --- the decision alone -------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Quota buckets in one process's memory (store.QuotaStore): for unit tests and single-query use."""
+"""Quota buckets in one process's memory (store.QuotaStore), for unit tests: no query opens it (a query's store is
+the host's SQLite file or Redis, throttling.store_factory)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from .store import BucketState, MultiplierState, QuotaTransaction
+from pulsar_throttled_source.throttling.store import BucketState, MultiplierState, QuotaTransaction
 
 
 class _MemoryTransaction:
