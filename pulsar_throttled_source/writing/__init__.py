@@ -6,6 +6,8 @@ cache (one pulsar.Client per worker for reads and writes):
   ``producer_settings``: pulsar.producer.* as create_producer's arguments, and the sink's defaults.
 - ``message_columns``: which columns make which part of a message (the reader's names, either layout), checked on
   the driver; one row made into one message on an executor.
+- ``payload_schema``: the topic's schema (admin API) and the payload columns checked against it, before the first
+  send; ``payload_encoding``: a row's payload encoded with it (AVRO, JSON, primitives), the schema producers declare.
 - ``routing``: the partition of each message (a partition column, a key hashed as a Java producer does, round robin).
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,

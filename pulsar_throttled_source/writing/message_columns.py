@@ -5,7 +5,8 @@ The names are the reader's own in either layout (schemas.columns.MESSAGE_COLUMNS
 source writes back without renaming: `value` (binary or string), `key`/`__key`, `topic`/`__topic`,
 `partition`/`__partition`, `eventTime`/`__eventTime`, `properties`/`__messageProperties`,
 `orderingKey`/`__orderingKey`. What the broker sets (`messageId`, `publishTime`, `producerName` and their `__`
-forms) is ignored. Any other column is an error naming it: nothing given is silently dropped.
+forms) is ignored. Any other column is an error naming it (nothing given is silently dropped), unless the topic
+has a schema: then the other columns are the payload's, checked against the schema by writing.payload_schema.
 """
 
 from __future__ import annotations
@@ -54,9 +55,13 @@ class WriteColumns:
     properties: int = -1
     ordering_key: int = -1
     value_is_string: bool = False
+    value_is_raw: bool = True  # the `value` column is the payload (binary or string); else writing.payload_encoding makes it
+    payload: tuple[int, ...] = ()  # a topic with a schema: the other columns (a record's fields)
+    dataframe: Any = None  # the DataFrame's StructType (a topic column's topics are checked against it by the tasks)
+    encoding: Any = None  # the `topic` option's writing.payload_schema.PayloadEncoding (None: the raw `value`)
 
     def message(self, row: Any) -> Message:
-        value = row[self.value]
+        value = row[self.value] if self.value >= 0 and self.value_is_raw else None
         if value is not None:
             value = value.encode() if self.value_is_string else bytes(value)
         return Message(
@@ -91,16 +96,22 @@ def _epoch_ms(value: Any) -> int | None:
     return int(value)
 
 
-def write_columns(schema: Any, topic_option: bool) -> WriteColumns:
-    """The roles of `schema`'s columns (a pyspark StructType), or a clear error naming the columns at fault."""
+def write_columns(schema: Any, topic_option: bool, schema_fields: frozenset[str] | None = None) -> WriteColumns:
+    """The roles of `schema`'s columns (a pyspark StructType), or a clear error naming the columns at fault.
+    `schema_fields` None: a topic without a schema (only the message's columns, a binary or string `value`); else the
+    topic's record's field names, which are payload columns even where a message's column has the same name (as in the
+    reader's layout of a schema, whose message columns take their `__` names)."""
+    raw = schema_fields is None
+    taken = schema_fields or frozenset()
     by_name = {f.name: f for f in schema.fields}
-    known = {name: role for role, names in ROLES.items() for name in names}
-    unknown = [name for name in by_name if name not in known and name not in IGNORED]
-    if unknown:
+    known = {name: role for role, names in ROLES.items() for name in names if name not in taken}
+    ignored = IGNORED - taken
+    unknown = [name for name in by_name if name not in known and name not in ignored]
+    if unknown and raw:
         accepted = ", ".join("/".join(names) for names in ROLES.values())
         raise ValueError(f"Column(s) {', '.join(repr(n) for n in unknown)} cannot be written to Pulsar: a write takes "
-                         f"{accepted} ({', '.join(sorted(IGNORED))} are ignored). Drop or rename them; a topic with a "
-                         "schema is written from its `value` bytes for now.")
+                         f"{accepted} ({', '.join(sorted(IGNORED))} are ignored). Drop or rename them (a topic without a "
+                         "schema takes its payload from `value`; a topic with an AVRO or JSON schema, from its record's fields).")
     found: dict[str, str] = {}
     for name in by_name:
         role = known.get(name)
@@ -109,20 +120,23 @@ def write_columns(schema: Any, topic_option: bool) -> WriteColumns:
         if role in found:
             raise ValueError(f"Columns '{found[role]}' and '{name}' both give the message's {role}; drop one of them.")
         found[role] = name
-    if "value" not in found:
+    if "value" not in found and raw:
         raise ValueError("A write needs a 'value' column (binary or string: the payload; null: a message without payload).")
     if "topic" not in found and not topic_option:
         raise ValueError("A write needs option 'topic' or a 'topic' (or '__topic') column naming each row's topic.")
     for role, name in found.items():
-        _check_type(role, name, by_name[name].dataType.simpleString())
+        if raw or role != "value":  # a schema's `value` (a struct, a primitive) is checked by writing.payload_schema
+            _check_type(role, name, by_name[name].dataType.simpleString())
     names = tuple(by_name)
+    value_type = by_name[found["value"]].dataType.simpleString() if "value" in found else ""
 
     def at(role: str) -> int:
         return names.index(found[role]) if role in found else -1
 
     return WriteColumns(names, value=at("value"), key=at("key"), topic=at("topic"), partition=at("partition"),
                         event_time=at("eventTime"), properties=at("properties"), ordering_key=at("orderingKey"),
-                        value_is_string=by_name[found["value"]].dataType.simpleString() == "string")
+                        value_is_string=value_type == "string", value_is_raw=value_type in _ALLOWED_TYPES["value"],
+                        payload=tuple(names.index(n) for n in unknown), dataframe=schema)
 
 
 def _check_type(role: str, name: str, type_name: str) -> None:

@@ -27,7 +27,7 @@ ROUTING_MODES = ("RoundRobinDistribution", "UseSinglePartition")
 # Arguments the sink gives itself, or that are not strings: refused with why.
 _RESERVED = {
     "topic": "the topic comes from option 'topic' or a topic column",
-    "schema": "the sink sends bytes",
+    "schema": "the sink declares the topic's own schema (from the admin API) and encodes payloads with it",
     "properties": "producer properties are not supported by the sink yet",
     "encryption_key": "end-to-end encryption is not supported by the sink yet",
     "crypto_key_reader": "end-to-end encryption is not supported by the sink yet",

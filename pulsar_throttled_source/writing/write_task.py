@@ -21,6 +21,7 @@ from ..reading.client_cache import client_for
 from ..topics import TopicName
 from .effectively_once import ProducerIdentity, check_deduplication, task_identity
 from .message_columns import WriteColumns
+from .payload_encoding import TopicPayloads
 from .producers import Key, done_with, partition_names, producer_for
 from .routing import Router
 from .write_options import WriteOptions
@@ -80,19 +81,21 @@ class TaskProducers:
         self.identity = identity
         self.open: dict[str, tuple[Key, Any, int]] = {}  # destination -> (cache key, producer, last persisted sequence id)
 
-    def get(self, destination: str) -> tuple[Any, int]:
+    def get(self, destination: str, schema: Any = None) -> tuple[Any, int]:
+        """The producer on `destination`; `schema`: the topic's, which it declares (writing.payload_encoding)."""
         found = self.open.get(destination)
         if found is None:
-            found = self.open[destination] = self._create(destination)
+            found = self.open[destination] = self._create(destination, schema)
         return found[1], found[2]
 
-    def _create(self, destination: str) -> tuple[Key, Any, int]:
+    def _create(self, destination: str, schema: Any) -> tuple[Key, Any, int]:
         o = self.options
+        kwargs = o.producer.kwargs if schema is None else (*o.producer.kwargs, ("schema", schema))
         try:
             if self.identity is None:
-                key, producer = producer_for(o.client, destination, o.producer.kwargs)
+                key, producer = producer_for(o.client, destination, kwargs)
                 return key, producer, -1
-            producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(o.producer.kwargs))
+            producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(kwargs))
             return (), producer, producer.last_sequence_id()
         except Exception as e:
             name = type(e).__name__
@@ -124,6 +127,7 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
     routers: dict[str, Router] = {}
     producers = TaskProducers(options, identity)
     answers = Confirmations()
+    payloads = TopicPayloads(columns, options.topic is not None, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
@@ -138,17 +142,19 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
                 if identity is not None and options.topic is None:  # the option's topic was checked at the start
                     check_deduplication(options.admin, [topic])
                 router = routers[str(topic)] = Router(topic, _partitions(options, topic), task, single)
+            encode, schema = payloads.of(topic)  # a topic's schema is checked before its first row is sent
             destination = router.destination(m.key, m.partition, partition_column)
-            producer, last_persisted = producers.get(destination)
+            producer, last_persisted = producers.get(destination, schema)
             sequence_id = identity.sequence_id(position) if identity is not None else None
             if sequence_id is not None and sequence_id <= last_persisted:
                 skipped += 1  # persisted by an earlier attempt of this task
                 continue
+            value = encode(row)
             if permits is not None:
-                permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
+                permits.take(destination, len(value or b""))  # waits while the partition's window is spent
             answers.sending()
             try:
-                producer.send_async(m.value, answers.callback(destination), properties=m.properties, partition_key=m.key,
+                producer.send_async(value, answers.callback(destination), properties=m.properties, partition_key=m.key,
                                     ordering_key=m.ordering_key, sequence_id=sequence_id, event_timestamp=m.event_time_ms)
             except Exception as e:
                 answers.callback(destination)(_result_of(e), None)

@@ -16,7 +16,8 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 
 from ..metadata.admin import PulsarAdmin
 from .effectively_once import check_deduplication
-from .message_columns import WriteColumns, write_columns
+from .message_columns import WriteColumns
+from .payload_schema import planned_columns
 from .write_options import WriteOptions, parse_write_options
 from .write_task import SinkCommitMessage, write_rows
 
@@ -29,7 +30,7 @@ def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> 
         raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
                          "outputMode(\"append\") for a stream.")
     options = parse_write_options(raw_options)
-    columns = write_columns(schema, options.topic is not None)
+    columns = planned_columns(schema, options.topic, options.admin)  # the topic's schema, checked against the columns
     if options.effectively_once:
         if not stream and options.sink_id is None:
             raise ValueError("Option 'deliveryGuarantee'=effectivelyOnce needs option 'sinkId' for a batch write (df.write): "
