@@ -3,6 +3,14 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# `make demo` and `make dist` each have a lean venv of their own (the demo and release extras in pyproject.toml),
+# so neither needs the development venv and its test toolchain.
+DEMO_VENV := .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
+DEMO_STAMP := $(DEMO_VENV)/.installed
+DIST_VENV := .venv-dist
+DIST_PY := $(DIST_VENV)/bin/python
+DIST_STAMP := $(DIST_VENV)/.installed
 # Every broker and Spark JVM a run starts inherits this, so the leftover check finds exactly them.
 export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
@@ -26,10 +34,20 @@ native: $(STAMP)
 	$(PY) -m tools.native_build
 	rm -rf native/build native/*.egg-info
 
-demo: $(STAMP)
-	$(PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) examples/demo.py
-	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
+# The demo's venv: the package (editable, so the checkout's local broker launcher is importable) with the demo
+# extra only, and the native read path where a C compiler works (as make install does).
+$(DEMO_STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native/src/*.c native/src/*.h)
+	$(PYTHON) -m venv $(DEMO_VENV)
+	$(DEMO_PY) -m pip install -q --upgrade pip
+	$(DEMO_PY) -m pip install -q -e '.[demo]' --config-settings editable_mode=compat
+	$(DEMO_PY) -m tools.native_build
+	rm -rf native/build native/*.egg-info
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	$(DEMO_PY) -m pulsar_throttled_source.local_broker fetch >/dev/null
+	PYSPARK_PYTHON=$(abspath $(DEMO_PY)) $(DEMO_PY) examples/demo.py
+	@$(DEMO_PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
 # Lint (ruff), types (mypy) and the import contract (import-linter), all configured in pyproject.toml, and the
 # GitHub Actions workflows (actionlint with shellcheck; built once per machine with Go, tools/actionlint.py):
@@ -59,12 +77,20 @@ test: lint
 # pip would from an index), the native read path's manylinux_2_17 x86_64 and aarch64 wheels (cross-compiled
 # with Zig; native/build_wheels.py runs `auditwheel show` on each and fails unless it is manylinux_2_17), then
 # `twine check --strict` on all four. On the 2-core test machine: 16-40 s,
-# about 90 s with a cold Zig cache (~/.cache/zig: its glibc 2.17 stubs for each architecture).
-dist: $(STAMP)
+# about 90 s with a cold Zig cache (~/.cache/zig: its glibc 2.17 stubs for each architecture). Its venv holds the
+# release extra's tools only (build, twine, Zig, auditwheel, setuptools; tools/extra_requirements.py reads them).
+$(DIST_STAMP): pyproject.toml tools/extra_requirements.py
+	$(PYTHON) -m venv $(DIST_VENV)
+	$(DIST_PY) -m pip install -q --upgrade pip
+	$(DIST_PY) -m tools.extra_requirements release > $(DIST_VENV)/requirements.txt
+	$(DIST_PY) -m pip install -q -r $(DIST_VENV)/requirements.txt
+	touch $(DIST_STAMP)
+
+dist: $(DIST_STAMP)
 	rm -rf dist
-	$(PY) -m build --outdir dist . >/dev/null
-	$(PY) native/build_wheels.py --out dist
-	$(PY) -m twine check --strict dist/*
+	$(DIST_PY) -m build --outdir dist . >/dev/null
+	$(DIST_PY) native/build_wheels.py --out dist
+	$(DIST_PY) -m twine check --strict dist/*
 	@ls -l dist
 
 wheels: dist

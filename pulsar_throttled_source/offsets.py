@@ -6,12 +6,18 @@ Its JSON is what checkpoints already hold, and must stay byte for byte (Spark co
 strings, and a restarted query reads the offsets an older version wrote):
 
     {"<partition>": {"ledgerId": L, "entryId": E}, ...,   partitions in partition_sort_key order
+     (or {"ledgerId": L, "entryId": E, "batchIndex": K}:   a micro-batch that ended inside entry L:E)
      "queryId": "<32 hex digits>",                         every planned end offset
      "ledgerEnds": {"<partition>": <ledger id>, ...},      only when some position ends a closed ledger
      "queryStart": {"<partition>": {...}, ...},            only the end offset of a query's first batch
      "progress": {...}}                                    PySpark 4.0/4.1 only: the query progress report
 
-Each position is the LAST ENTRY INCLUDED so far (see positions.py).
+Each position is the LAST ENTRY INCLUDED so far (see positions.py). A batch cut by maxMessagesPerTrigger may end
+inside a batched entry: its partition is then written with the "batchIndex" of the first message NOT included, and
+"ledgerId"/"entryId" name the entry cut, whose messages before that index are included, as is everything before
+it. In memory that is the position of the entry before it (the last one wholly included; (L, -1) before the first
+entry of ledger L) and the index, in `cuts`. An offset without batchIndex means what it always meant, so
+checkpoints written before it load unchanged.
 
 "progress" is not part of where the query stands: it is how far behind the query was when the batch
 was planned (planning/progress.py), carried on the Spark lines that show a Python source nothing else
@@ -28,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .positions import EntryPosition
+from .positions import EntryPosition, MessagePosition
 from .topics import partition_sort_key
 
 CHECKPOINT_HINT = ("The offset log in the query's checkpoint (<checkpointLocation>/offsets) is corrupt or was not written by "
@@ -40,6 +46,7 @@ LEDGER_ENDS = "ledgerEnds"
 QUERY_START = "queryStart"
 PROGRESS = "progress"
 _NOT_PARTITIONS = (QUERY_ID, LEDGER_ENDS, QUERY_START, PROGRESS)
+BATCH_INDEX = "batchIndex"  # a position's key: the entry's first message not included
 _QUERY_ID_FORM = re.compile(r"[0-9a-f]{32}")
 
 
@@ -70,10 +77,23 @@ class SourceOffset:
     ledger_ends: dict[str, int] = field(default_factory=dict)
     query_start: dict[str, EntryPosition] | None = None
     progress: dict[str, Any] | None = field(default=None, compare=False)  # see the module doc
+    # partition -> K: the entry after its position is included up to (not with) batch index K >= 1 (the module doc)
+    cuts: dict[str, int] = field(default_factory=dict)
+
+    def cut_message(self, partition: str) -> MessagePosition | None:
+        """The first message of `partition` not included when its entry was cut inside, else None."""
+        k = self.cuts.get(partition)
+        if k is None:
+            return None
+        before = self.positions[partition]
+        return MessagePosition(before.ledger_id, before.entry_id + 1, k)
 
     def to_json(self) -> dict[str, Any]:
         """The offset as Spark stores it; the keys in one fixed order (see the module doc)."""
         out: dict[str, Any] = positions_to_json(self.positions)
+        for p, k in self.cuts.items():
+            before = self.positions[p]
+            out[p] = {"ledgerId": before.ledger_id, "entryId": before.entry_id + 1, BATCH_INDEX: k}
         if self.query_id is not None:
             out[QUERY_ID] = self.query_id
         if self.ledger_ends:
@@ -93,8 +113,15 @@ class SourceOffset:
         if found is not None and QUERY_START in found:
             query_start = _checkpointed_positions(found[QUERY_START], f"{where} ({QUERY_START})")
         progress = found.get(PROGRESS) if found is not None else None
-        return cls(_checkpointed_positions(value, where), _query_id(found, where), _ledger_ends(found, where), query_start,
-                   progress if isinstance(progress, dict) else None)
+        cuts = _cuts(found, where) if found is not None else {}
+        if cuts:
+            value = {p: v for p, v in value.items() if p not in cuts}
+        positions = _checkpointed_positions(value, where)
+        if cuts:
+            positions.update({p: before for p, (before, _) in cuts.items()})
+            positions = {p: positions[p] for p in sorted(positions, key=partition_sort_key)}
+        return cls(positions, _query_id(found, where), _ledger_ends(found, where), query_start,
+                   progress if isinstance(progress, dict) else None, {p: k for p, (_, k) in cuts.items()})
 
 
 def positions_to_json(positions: Mapping[str, EntryPosition]) -> dict[str, Any]:
@@ -119,6 +146,21 @@ def _checkpointed_positions(value: Any, where: str) -> dict[str, EntryPosition]:
     except ValueError as e:
         raise ValueError(f"{e}. {CHECKPOINT_HINT}") from None
     return positions
+
+
+def _cuts(value: Mapping[str, Any], where: str) -> dict[str, tuple[EntryPosition, int]]:
+    """The partitions written with a batchIndex: the position before the entry cut, and the index."""
+    out: dict[str, tuple[EntryPosition, int]] = {}
+    for p, v in value.items():
+        if p in _NOT_PARTITIONS or not isinstance(v, Mapping) or BATCH_INDEX not in v:
+            continue
+        k = v[BATCH_INDEX]
+        entry = EntryPosition.from_json({key: x for key, x in v.items() if key != BATCH_INDEX}, f"{where} for partition {p}")
+        if not isinstance(k, int) or isinstance(k, bool) or k < 1 or entry.ledger_id < 0 or entry.entry_id < 0:
+            raise ValueError(f"{where} for partition {p}: a {BATCH_INDEX} must be a positive integer after an entry's "
+                             f"ledgerId and entryId (>= 0), got {dict(v)!r}. {CHECKPOINT_HINT}")
+        out[str(p)] = (EntryPosition(entry.ledger_id, entry.entry_id - 1), k)
+    return out
 
 
 def _query_id(value: Mapping[str, Any] | None, where: str) -> str | None:

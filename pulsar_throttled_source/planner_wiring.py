@@ -23,6 +23,7 @@ from .metadata.publish_times import OldestUnread
 from .options import SourceOptions
 from .planning.admission import BatchAdmission
 from .planning.data_loss import DataLossPolicy
+from .planning.message_cap import MessageCap
 from .planning.micro_batch_planner import MicroBatchPlanner, PlannerParts
 from .planning.progress import ProgressReports
 from .planning.trigger_floor import TriggerFloor
@@ -82,6 +83,7 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
         data_loss=DataLossPolicy(o.subscription, o.durable_subscription, o.fail_on_data_loss), progress=progress,
         client_config=o.read_task_config(value_schema), clock=clock, sleep=sleep,
         floor=TriggerFloor(floor, o.max_trigger_delay_ms, clock) if floor else None,
+        message_cap=MessageCap(entry_sizes) if o.max_messages_per_trigger is not None else None,
         cursor=DurableCursor(admin, o.subscription) if o.durable_subscription else None,
         adaptive=adaptive, progress_in_offset=progress_in_offset, on_identity=engines.identify,
         closers=(entry_sizes.close,)))

@@ -2,8 +2,9 @@
 
 An offset (offsets.SourceOffset) maps each partition to the position of the LAST ENTRY INCLUDED so far:
 a micro-batch covers the entries after `start` up to and including `end`. Ranges
-always end on entry boundaries, so every message of a batched entry lands in
-exactly one micro-batch. `BEFORE_EARLIEST` means nothing of the partition was read.
+end on entry boundaries, except where maxMessagesPerTrigger cuts a batched entry: the
+offset then also holds the batch index it was cut at (offsets.py), and each message
+still lands in exactly one micro-batch. `BEFORE_EARLIEST` means nothing of the partition was read.
 """
 
 from __future__ import annotations

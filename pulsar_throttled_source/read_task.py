@@ -59,7 +59,7 @@ class PartitionRange(InputPartition):
     A batch query's range may start or end inside a batched entry (startingOffsets/endingOffsets with a
     batchIndex): its tasks still read whole entries, and drop the messages of entry `first_message[:2]`
     before index `first_message[2]`, and those of entry `end_message[:2]` from index `end_message[2]` on.
-    Streams never set them: their ranges end on entry boundaries (positions.py).
+    A stream's range does the same where maxMessagesPerTrigger cut its start or end offset inside an entry (offsets.py).
 
     `msgs_per_entry`: the planner's estimate of the partition's messages per entry (1.0 when unknown), and
     `entry_bytes` the range's average stored bytes per entry (0.0 when unknown): the broker counts a reader's

@@ -100,6 +100,14 @@ class EntrySizes:
             learned = LearnedEntries()
         return learned if priced.reach is None else replace(learned, reach=priced.reach)
 
+    def message_counts(self, partition: str, backlog: Backlog, positions: list[Position]) -> dict[Position, int]:
+        """The messages a reader is handed for these backlog entries, those known or answered within the call's
+        budget and deadline (maxMessagesPerTrigger: planning/message_cap.py)."""
+        self._lookups.follow(partition, backlog)
+        self._lookups.look_up(partition, positions, wait=True)
+        known = self._lookups.known(partition)
+        return {p: known[p].msgs for p in positions if p in known}
+
     def estimate(self, partition: str, backlog: Backlog) -> LearnedEntries | None:
         """What the backlog's entries are thought to hold, without waiting on a lookup (entry_estimates)."""
         return self._estimates.estimate(partition, backlog)

@@ -66,16 +66,16 @@ ALIASES: tuple[Alias, ...] = (
           sets=(("durableSubscription", "true"),)),
     Alias("allowDifferentTopicSchemas", PULSAR_SPARK, "decodeSchema",
           "true reads every topic's raw bytes, whatever its schema (decodeSchema=false)", inverted=True),
+    Alias("maxOffsetsPerTrigger", KAFKA, "maxMessagesPerTrigger",
+          "a cap on the messages (rows) of each micro-batch across all partitions, split in proportion to their "
+          "backlogs; exact inside batched entries"),
 )
 
 REFUSED: tuple[Refused, ...] = (
-    Refused("maxOffsetsPerTrigger", KAFKA, "maxEntriesPerTrigger",
-            "maxOffsetsPerTrigger counts messages; maxEntriesPerTrigger counts entries, and an entry holds many messages "
-            "on a batched topic (10 per entry: 10x the rows); cap messages with dispatchThrottlingRateInMsg (per "
-            "ratePeriodInSecond window), or divide the number by the topic's messages per entry."),
     Refused("minOffsetsPerTrigger", KAFKA, "minEntriesPerTrigger",
             "minOffsetsPerTrigger counts messages; minEntriesPerTrigger counts entries, and an entry holds many messages "
-            "on a batched topic, so the same number waits for that many times more messages."),
+            "on a batched topic, so the same number waits for that many times more messages (maxOffsetsPerTrigger, "
+            "maxMessagesPerTrigger here, does count messages)."),
     Refused("maxBytesPerTrigger", PULSAR_SPARK, "dispatchThrottlingRateInByte",
             "maxBytesPerTrigger caps each micro-batch's bytes; dispatchThrottlingRateInByte caps the bytes read per "
             "ratePeriodInSecond window, whatever the trigger interval."),

@@ -83,6 +83,7 @@ class SourceOptions:
     admin_retry_timeout_ms: int
     metadata_refresh_ms: int
     max_entries_per_trigger: int | None
+    max_messages_per_trigger: int | None  # maxMessagesPerTrigger (Kafka's maxOffsetsPerTrigger): planning/message_cap.py
     max_rows_per_arrow_batch: int
     max_entries_per_task: int
     small_batch_tasks: int  # smallBatchTasks: how many tasks a small micro-batch is packed into (planning/task_packing.py)

@@ -84,6 +84,7 @@ def _parsed(opts: Opts, reads: bool) -> SourceOptions:
         admin_retry_timeout_ms=values.number(opts, "adminRetryTimeoutMs"),
         metadata_refresh_ms=values.number(opts, "metadataRefreshIntervalMs"),
         max_entries_per_trigger=max_per_trigger,
+        max_messages_per_trigger=values.integer(opts, "maxMessagesPerTrigger"),
         max_rows_per_arrow_batch=values.number(opts, "maxRowsPerArrowBatch"),
         max_entries_per_task=values.number(opts, "maxEntriesPerTask"),
         small_batch_tasks=values.number(opts, "smallBatchTasks"),

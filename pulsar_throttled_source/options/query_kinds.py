@@ -42,8 +42,9 @@ def check_batch_options(o: SourceOptions) -> None:
                          "reads each partition (or each maxEntriesPerTask piece) in a task of its own. Remove it.")
     throttling = "quotas (dispatchThrottlingRate*, quotaSource=broker)" if o.throttled else ""
     trigger = "maxEntriesPerTrigger" if o.max_entries_per_trigger is not None else ""
+    messages = "maxMessagesPerTrigger" if o.max_messages_per_trigger is not None else ""
     floor = "minEntriesPerTrigger" if o.min_entries_per_trigger is not None else ""
-    given = [name for name in (throttling, trigger, floor) if name]
+    given = [name for name in (throttling, trigger, messages, floor) if name]
     if given:
         raise ValueError(f"Options {' and '.join(given)} throttle a stream's micro-batches; a batch query (spark.read) reads "
                          "its whole range in one batch. Remove them, or read with spark.readStream and "

@@ -104,6 +104,8 @@ SPECS: tuple[OptionSpec, ...] = (
          "How often partition lists and ledger layouts are fetched again, in the background while the query plans (a plan never waits on the broker): new data is seen at most this plus one fetch late; idle polls in between ask nothing. 0: fetched by every plan."),
     _int("maxEntriesPerTrigger", None, 1, "a positive integer (entries)",
          "Cap on entries per micro-batch across all partitions (Spark's ReadMaxRows), on top of quotas."),
+    _int("maxMessagesPerTrigger", None, 1, "a positive integer (messages)",
+         "Cap on messages (rows) per micro-batch across all partitions, split over them in proportion to their backlogs, on top of quotas and maxEntriesPerTrigger; exact inside batched entries (a batch may end in the middle of one, the next reads on from there). Kafka's maxOffsetsPerTrigger is accepted for it. Trigger.Once reads everything; Trigger.AvailableNow keeps the cap."),
     _int("minEntriesPerTrigger", None, 1, "a positive integer (entries)",
          "Trigger floor in entries, not messages as Kafka's minOffsetsPerTrigger (PySpark 4.2+): a trigger whose batch would hold fewer entries (summed over all partitions, after quotas and maxEntriesPerTrigger) runs no batch until it would hold this many or maxTriggerDelay has passed; it never lets a batch over a quota."),
     OptionSpec("maxTriggerDelay", "duration", "15m",

@@ -7,6 +7,8 @@ batch query's (``..batch``) to ``batch_range``; those two ask the other modules:
 - ``batch_range``: a batch query's range (spark.read): its end, the start checked against it, its read tasks.
 - ``start_positions``: where a new query starts (startingOffsets / startingTime), as a SourceOffset.
 - ``read_limit``: Spark's read limit for one micro-batch (maxEntriesPerTrigger), whichever Spark line asks.
+- ``message_cap``: maxMessagesPerTrigger (Kafka's maxOffsetsPerTrigger): the cap split over partitions and cut at
+  the share's last message, inside an entry where it falls there.
 - ``admission``: how many entries each partition advances (Spark's read limit, then the quota
   engine in ``..throttling``), and the planner's log line.
 - ``data_loss``: what counts as loss (deleted ledgers or topics) and failOnDataLoss.

@@ -7,7 +7,7 @@ caps the batch first; the quota engine then admits what the configured and broke
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -51,10 +51,13 @@ class BatchAdmission:
         self.outcome = TriggerOutcome()  # of the last admit() call
 
     def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
-              accept: Callable[[int], bool] | None = None) -> dict[str, int]:
+              accept: Callable[[int], bool] | None = None, entry_caps: Mapping[str, int] | None = None) -> dict[str, int]:
         """Entries per partition for the next batch. `accept` (the trigger floor) sees the total
-        admitted and may refuse the batch: then {} is returned and no quota is charged."""
+        admitted and may refuse the batch: then {} is returned and no quota is charged. `entry_caps`: the
+        entries maxMessagesPerTrigger leaves each partition (planning/message_cap.py), applied first."""
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
+        if entry_caps is not None:
+            wanted = {p: n for p, b in wanted.items() if (n := min(b, entry_caps.get(p, 0))) > 0}
         self.outcome = TriggerOutcome()
         if not wanted:
             return {}

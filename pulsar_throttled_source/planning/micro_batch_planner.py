@@ -28,7 +28,9 @@ from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..read_task import ClientConfig, ReadTask
 from ..throttling.publish_rates import PublishRateTracker
 from .admission import BatchAdmission
+from .batch_range import bound_messages
 from .data_loss import DataLossPolicy
+from .message_cap import Cut, MessageCap
 from .progress import ProgressReports
 from .read_limit import BatchLimit
 from .start_positions import resolve_start
@@ -70,6 +72,7 @@ class PlannerParts:
     clock: Callable[[], float]
     sleep: Callable[[float], None]  # Trigger.AvailableNow's wait for the next quota window
     floor: TriggerFloor | None = None  # minEntriesPerTrigger
+    message_cap: MessageCap | None = None  # maxMessagesPerTrigger
     cursor: DurableCursor | None = None  # durableSubscription: follows the commits
     adaptive: PlanHooks | None = None  # adaptiveThrottling
     progress_in_offset: bool = False  # 4.0/4.1: the progress report rides in each planned end offset
@@ -125,30 +128,52 @@ class MicroBatchPlanner:
                 until = min(until, max(s, self._target.get(partition, BEFORE_EARLIEST)))
             backlogs[partition] = layout.backlog_after(s, until)
         accept = self._floor_check(limit, len(snap.layouts))
-        admitted = p.admission.admit(backlogs, limit, accept)
+        # maxMessagesPerTrigger (not for Trigger.Once, which reads everything, as Kafka's ReadAllAvailable)
+        cap = None if limit.read_all else self.options.max_messages_per_trigger
+        skipped = {q: k for q, k in start.cuts.items() if q in starts}  # messages of a first entry already delivered
+
+        def admit() -> tuple[dict[str, int], dict[str, Cut]]:
+            cuts = p.message_cap.cut(backlogs, skipped, cap) if cap is not None and p.message_cap is not None else None
+            caps = {q: c.entries for q, c in cuts.items()} if cuts is not None else None
+            return p.admission.admit(backlogs, limit, accept, caps), cuts or {}
+
+        admitted, cuts = admit()
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
         # an exhausted quota window must not plan an empty batch before the target is reached:
         # wait for the next window (windows start on whole epoch seconds) and plan again.
         while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
             log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
             p.sleep(1.0 - p.clock() % 1.0 + 0.01)
-            admitted = p.admission.admit(backlogs, limit, accept)
+            admitted, cuts = admit()
 
         end = dict(starts)
+        end_cuts = dict(skipped)
         for partition, backlog in backlogs.items():
             s = starts.get(partition, BEFORE_EARLIEST)
             n = admitted.get(partition, 0)
             if not n and partition not in starts:
                 continue  # a new partition nothing was admitted from: left out, or Spark would run an empty batch
+            if not n:
+                end[partition] = s
+                continue
+            end_cuts.pop(partition, None)
+            cut = cuts.get(partition)
+            last = backlog.position_after(s, n)
+            if cut is not None and cut.inside is not None and n == cut.entries:
+                # Ends inside its last entry: the offset holds the entry before it and the batch index (offsets.py).
+                end[partition] = EntryPosition(last.ledger_id, last.entry_id - 1)
+                end_cuts[partition] = cut.inside
+                continue
             # A batch that ends a closed ledger ends "before the next one" (only when it moved:
             # an unchanged offset must stay equal, or Spark would run an empty batch).
-            end[partition] = snap.layouts[partition].past_ledger_end(backlog.position_after(s, n)) if n else s
+            end[partition] = snap.layouts[partition].past_ledger_end(last)
         self._report = p.progress.report(snap, end, p.admission.outcome, p.adaptive.report() if p.adaptive else None)
-        if end == given:
+        if end == given and end_cuts == skipped:
             return Unchanged(start)  # no new batch (and its report, on 4.0/4.1, the one it was planned with)
-        return self._next_batch(start, end, snap)
+        return self._next_batch(start, end, snap, end_cuts)
 
-    def _next_batch(self, start: SourceOffset, end: dict[str, EntryPosition], snap: CatalogSnapshot) -> SourceOffset:
+    def _next_batch(self, start: SourceOffset, end: dict[str, EntryPosition], snap: CatalogSnapshot,
+                    cuts: dict[str, int]) -> SourceOffset:
         if self._p.floor is not None:
             self._p.floor.batch_planned()
         if self._p.adaptive is not None:
@@ -159,7 +184,7 @@ class MicroBatchPlanner:
         # The query's first batch: its end records where it starts.
         first_batch_start = start.positions if start == self._initial else None
         return SourceOffset(end, self._query_id, next_ledgers, first_batch_start,
-                            self._report if self._p.progress_in_offset else None)
+                            self._report if self._p.progress_in_offset else None, cuts)
 
     def _floor_check(self, limit: BatchLimit, partitions: int) -> Callable[[int], bool] | None:
         """What decides, inside the quota transaction, whether the admitted entries run as a batch now."""
@@ -194,14 +219,21 @@ class MicroBatchPlanner:
         small batch's packed into smallBatchTasks tasks, any batch into at most maxTasksPerTrigger."""
         # A re-run first batch gets a freshly resolved initial offset from Spark: its end knows better.
         # (start == end: 4.0/4.1's restart hook handing over the last end it saw, no batch to run.)
-        carried = end.query_start if start != end else None
+        if start == end:
+            return []
+        carried = end.query_start
         starts = SourceOffset(carried) if carried else start
         proofs, loss = starts.ledger_ends, self._p.data_loss
 
         def check(partition: str, layout: PartitionLayout, s: EntryPosition, e: EntryPosition | None) -> None:
             loss.check_range(partition, layout, s, e, proofs.get(partition))
-        ranges = task_ranges(starts, end, self.catalog.snapshot(), self.options.max_entries_per_task,
+        ends = entry_ends(starts, end)
+        ranges = task_ranges(starts, ends, self.catalog.snapshot(), self.options.max_entries_per_task,
                              self._p.client_config, check, loss.partitions_gone)
+        if starts.cuts or end.cuts:  # maxMessagesPerTrigger: a first or last entry read in part
+            first = {q: m for q in starts.cuts if (m := starts.cut_message(q)) is not None}
+            stop = {q: m for q in end.cuts if (m := end.cut_message(q)) is not None}
+            ranges = bound_messages(ranges, starts, ends, first, stop)
         sizes = [range_bytes(r) for r in ranges]
         return pack_tasks(ranges, sizes, task_count(sizes, self.options.small_batch_tasks, self.options.max_tasks_per_trigger))
 
@@ -217,3 +249,12 @@ class MicroBatchPlanner:
             close()  # the entry lookups: those under way are not waited for
         self.catalog.close()
         self.admin.close()
+
+
+def entry_ends(start: SourceOffset, end: SourceOffset) -> SourceOffset:
+    """`end` as the last entry each range reads: an end cut inside an entry reads that entry (up to its cut),
+    unless the partition did not move."""
+    if not end.cuts:
+        return end
+    moved = {q for q, k in end.cuts.items() if (end.positions[q], k) != (start.positions.get(q), start.cuts.get(q))}
+    return SourceOffset({q: EntryPosition(e.ledger_id, e.entry_id + 1) if q in moved else e for q, e in end.positions.items()})

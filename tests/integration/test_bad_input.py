@@ -73,8 +73,8 @@ CASES: list[tuple[str, dict[str, str | None], str, list[str]]] = [
      ["Options 'service.url' and 'admin.url' are required", "pulsar://host:6650", "http://host:8080"]),
     ("unknown-option", {"startingOffset": "earliest"}, "load",
      ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets'"]),
-    ("kafka-option", {"maxOffsetsPerTrigger": "1000"}, "load",
-     ["'maxOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'maxEntriesPerTrigger'"]),
+    ("kafka-option", {"minOffsetsPerTrigger": "1000"}, "load",
+     ["'minOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'minEntriesPerTrigger'"]),
     ("auth-params-unsupported", {"pulsar.client.authParams": "user=me,password=hunter2"}, "load",
      ["'pulsar.client.authParams': expected 'token:<jwt>'", "file:///path/to/token", "(value not shown)"]),
     # Errors that need the broker's data: the start positions against the topic's partitions

@@ -48,7 +48,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
     "pulsar_throttled_source/options": "__init__.py aliases.py auth.py model.py names.py parse.py passthrough.py query_kinds.py spec.py start_end.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
-                                        "read_limit.py "
+                                        "message_cap.py read_limit.py "
                                         "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
     "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py errors.py "
                                        "native_library.py native_read.py native_reader.py parked_readers.py python_read.py range_entries.py "

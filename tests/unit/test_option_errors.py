@@ -89,8 +89,9 @@ CASES: list[tuple[str, dict[str, str | None], list[str]]] = [
     # option names and pass-through settings
     ("unknown-option", {"startingOffset": "earliest"},
      ["Unknown option(s) (Spark hands option names over lowercased)", "'startingoffset': did you mean 'startingOffsets' (earliest, latest"]),
-    ("kafka-option", {"maxOffsetsPerTrigger": "1000"},
-     ["'maxOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'maxEntriesPerTrigger'"]),
+    ("kafka-option", {"minOffsetsPerTrigger": "1000"},
+     ["'minOffsetsPerTrigger' is Spark's Kafka source's option and is not taken here", "'minEntriesPerTrigger'"]),
+    ("max-messages-per-trigger-zero", {"maxMessagesPerTrigger": "0"}, ["'maxMessagesPerTrigger'", "positive integer (messages)"]),
     ("alias-and-ours", {"predefinedSubscription": "a", "subscription": "b"},
      ["Options 'predefinedSubscription' and 'subscription' are both given"]),
     ("unknown-client-setting", {"pulsar.client.noSuchThing": "1"},

@@ -48,6 +48,7 @@ SAME: list[tuple[str, dict[str, str], dict[str, str]]] = [
      {"topic": "orders", "subscription": "orders-ingest", "durableSubscription": "true"}),
     ("allowDifferentTopicSchemas-true", {"topic": "orders", "allowDifferentTopicSchemas": "true"}, {"topic": "orders", "decodeSchema": "false"}),
     ("allowDifferentTopicSchemas-false", {"topic": "orders", "allowDifferentTopicSchemas": "False"}, {"topic": "orders", "decodeSchema": "true"}),
+    ("maxOffsetsPerTrigger", {"topic": "orders", "maxOffsetsPerTrigger": "1000"}, {"topic": "orders", "maxMessagesPerTrigger": "1000"}),
 ]
 
 
@@ -73,7 +74,9 @@ def test_the_accepted_name_changes_what_is_parsed():
     ({"topic": "orders", "predefinedSubscription": "a"}, {"subscription": "b"}),
     ({"topic": "orders", "predefinedSubscription": "a"}, {"durableSubscription": "true"}),
     ({"topic": "orders", "allowDifferentTopicSchemas": "true"}, {"decodeSchema": "false"}),
-], ids=["subscribe", "startingTimestamp", "predefinedSubscription", "predefinedSubscription-durable", "allowDifferentTopicSchemas"])
+    ({"topic": "orders", "maxOffsetsPerTrigger": "7"}, {"maxMessagesPerTrigger": "7"}),
+], ids=["subscribe", "startingTimestamp", "predefinedSubscription", "predefinedSubscription-durable", "allowDifferentTopicSchemas",
+        "maxOffsetsPerTrigger"])
 def test_an_accepted_name_and_ours_together_are_an_error_naming_both(theirs, ours):
     message = error_of({**theirs, **ours})
     alias = next(iter(k for k in theirs if k != "topic"))
@@ -98,10 +101,13 @@ def test_a_refused_name_names_ours_and_the_difference(refused):
     assert refused.difference in message
 
 
-def test_max_offsets_per_trigger_says_entries_are_not_messages():
-    message = error_of({"topic": "orders", "maxOffsetsPerTrigger": "1000"})
-    assert "'maxOffsetsPerTrigger'" in message  # the documented spelling, though Spark hands it over lowercased
-    assert "counts messages; maxEntriesPerTrigger counts entries" in message and "dispatchThrottlingRateInMsg" in message
+def test_max_offsets_per_trigger_is_the_message_cap():
+    """Kafka's maxOffsetsPerTrigger counts messages, as maxMessagesPerTrigger does: accepted, never the entry cap."""
+    parsed = load({"topic": "orders", "maxOffsetsPerTrigger": "1000"}).parsed
+    assert parsed.max_messages_per_trigger == 1000 and parsed.max_entries_per_trigger is None
+    message = error_of({"topic": "orders", "minOffsetsPerTrigger": "1000"})
+    assert "'minOffsetsPerTrigger'" in message  # the documented spelling, though Spark hands it over lowercased
+    assert "counts messages; minEntriesPerTrigger counts entries" in message
 
 
 def test_an_unknown_name_from_spark_is_shown_lowercased_and_says_why():
@@ -135,10 +141,10 @@ def test_suggestions_are_the_closest_names(typo, expected):
 
 
 def test_a_misspelt_refused_name_gets_its_refusal():
-    """maxOffsetPerTrigger must not be steered to maxEntriesPerTrigger without saying how they differ."""
-    message = error_of({"topic": "orders", "maxOffsetPerTrigger": "1000"})
-    assert "- 'maxoffsetpertrigger': close to 'maxOffsetsPerTrigger' is Spark's Kafka source's option" in message
-    assert "counts messages; maxEntriesPerTrigger counts entries" in message
+    """minOffsetPerTrigger must not be steered to minEntriesPerTrigger without saying how they differ."""
+    message = error_of({"topic": "orders", "minOffsetPerTrigger": "1000"})
+    assert "- 'minoffsetpertrigger': close to 'minOffsetsPerTrigger' is Spark's Kafka source's option" in message
+    assert "counts messages; minEntriesPerTrigger counts entries" in message
 
 
 def test_the_docs_names_table_is_the_generated_one():
@@ -185,4 +191,4 @@ def test_help_on_the_data_source_shows_kafkas_and_pulsar_sparks_names():
     shown = pydoc.render_doc(PulsarThrottledDataSource, renderer=pydoc.plaintext)
     for name in [a.name for a in ALIASES] + [r.name for r in REFUSED]:
         assert f"  {name} (" in shown, name
-    assert "accepted as subscription, durableSubscription=true" in shown and "refused (nearest here: maxEntriesPerTrigger): maxOffsetsPerTrigger counts messages" in shown
+    assert "accepted as subscription, durableSubscription=true" in shown and "refused (nearest here: minEntriesPerTrigger): minOffsetsPerTrigger counts messages" in shown

@@ -57,7 +57,7 @@ def test_a_v_tag_builds_with_make_dist_and_publishes_with_trusted_publishing(job
     assert on == {"push": {"tags": ["v*"]}}
     build = jobs["build"]
     assert "make dist" in [s.get("run") for s in build["steps"]]
-    assert step(build, "twine check")["run"] == ".venv/bin/python -m twine check --strict dist/*"
+    assert step(build, "twine check")["run"] == ".venv-dist/bin/python -m twine check --strict dist/*"
     pypi = jobs["pypi"]
     assert pypi["needs"] == "build" and pypi["permissions"] == {"id-token": "write"} and pypi["environment"]["name"] == "pypi"
     publish = step(pypi, "Publish")
@@ -74,8 +74,8 @@ def run_step(script: str, cwd: Path, tag: str) -> subprocess.CompletedProcess[st
 
 def test_the_tag_must_be_the_package_version_and_name_every_artifact(jobs, tmp_path):
     script = step(jobs["build"], "Check that the tag is the package's version")["run"]
-    (tmp_path / ".venv" / "bin").mkdir(parents=True)
-    python = tmp_path / ".venv" / "bin" / "python"  # stands for the venv `make dist` made
+    (tmp_path / ".venv-dist" / "bin").mkdir(parents=True)
+    python = tmp_path / ".venv-dist" / "bin" / "python"  # stands for the lean venv `make dist` made
     python.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
     python.chmod(0o755)
     (tmp_path / "dist").mkdir()
@@ -120,3 +120,22 @@ def test_main_carries_a_development_version_after_the_last_release():
         f"__version__ {VERSION}: expected {newest} (its release commit) or a development version after it, e.g. "
         f"{newest.major}.{newest.minor + 1}.0.dev0")
     assert f'"pulsar-throttled-source-native=={VERSION};' in (ROOT / "pyproject.toml").read_text()
+
+
+def test_make_dist_and_make_demo_have_lean_venvs_of_their_own():
+    """`make dist` installs only the release extra's tools, `make demo` the package with the demo extra: neither
+    needs the development venv (the test extra's toolchain, ~1.7 GB)."""
+    from tools.extra_requirements import requirements, tomllib
+
+    makefile = (ROOT / "Makefile").read_text()
+    dist = makefile.split("\ndist: ", 1)[1].split("\n\n", 1)[0]
+    demo = makefile.split("\ndemo: ", 1)[1].split("\n\n", 1)[0]
+    assert dist.startswith("$(DIST_STAMP)") and "$(PY)" not in dist and "$(DIST_PY) -m build" in dist, dist
+    assert demo.startswith("$(DEMO_STAMP)") and "$(PY)" not in demo, demo
+    assert "-m tools.extra_requirements release" in makefile and "-e '.[demo]'" in makefile
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {r.split(">")[0].split("=")[0].split("[")[0] for r in requirements("release")}
+    assert names == {"build", "twine", "ziglang", "auditwheel", "setuptools"}
+    assert set(requirements("release")) <= set(extras["test"])  # the test extra builds the artifacts too
+    assert not {"pytest", "ruff", "mypy"} & {r.split(">")[0] for r in extras["demo"] + extras["release"]}
+
