@@ -310,3 +310,33 @@ def test_spark_submit_output_never_shows_the_token(auth_broker, auth_topic, toke
     assert_no_secret(log, secrets_of(token, wrong_token), f"the spark-submit output ({tmp_path / 'spark-submit.log'})")
     files = "\n".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
     assert_no_secret(files, secrets_of(token, wrong_token), "the checkpoints")
+
+
+@pytest.mark.parametrize("how", ["own topic", "existing topic"])
+def test_the_quickstart_notebook_takes_its_credentials_from_settings(auth_broker, auth_topic, token, how, tmp_path, monkeypatch):
+    """The notebook's settings and topic cells on a broker that requires a token (PULSAR_AUTH_* as a Databricks
+    secret feeds them): the admin API and the notebook's own client authenticate, every query gets the token
+    as options, and no cell prints it. Spark's cells are the same as without a token (test_notebook)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb", as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    settings = next(c for c in code if "AUTH_METHOD = " in c.source)
+    topic_cell = next(c for c in code if "def write_backlog" in c.source)
+    check = nbformat.v4.new_code_cell("print(CONNECTION['pulsar.client.authParams'] == 'token:' + os.environ['EXPECTED'], PARTITIONS)")
+    notebook.cells = [settings, topic_cell, check]
+    env = {"PULSAR_SERVICE_URL": auth_broker.service_url, "PULSAR_ADMIN_URL": auth_broker.admin_url,
+           "PULSAR_AUTH_METHOD": "token", "PULSAR_AUTH_PARAMS": token, "EXPECTED": token}
+    if how == "existing topic":
+        env["PULSAR_TOPIC"] = auth_topic[0]
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)  # the kernel inherits this process's environment
+    NotebookClient(notebook, timeout=120, resources={"metadata": {"path": str(tmp_path)}}).execute()
+    shown = "".join(o.get("text", "") for c in notebook.cells for o in c.get("outputs", []))
+    assert "token authentication" in shown and token not in shown, shown
+    assert notebook.cells[2].outputs[0]["text"].strip() == "True 2", shown
+    if how == "existing topic":
+        assert f"{auth_topic[0]}: an existing topic of 2 partition(s)" in shown, shown
+    else:
+        assert ": 2000 messages on 2 partitions" in shown, shown

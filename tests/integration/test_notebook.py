@@ -1,6 +1,7 @@
 """Issues 5 and 39: notebooks/quickstart.ipynb runs headless against the real broker and local Spark, on every
 supported Spark line at once: the venv's PySpark (4.3) and the compat venvs' 4.0.5 and 4.1.4
-(tests/compat_venvs.py), each in a kernel of its own venv running today's checkout. Its watch cell reads the
+(tests/compat_venvs.py), each in a kernel of its own venv running today's checkout; the 4.0 one reads an existing
+topic the test wrote (the notebook's `topic` setting), the others create theirs. Its watch cell reads the
 documented progress fields on each, and its live plot cell draws with the plots helper."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 from compat_venvs import ROOT, VERSIONS, compat_python
+from helpers import create_topic, produce
 from nbclient import NotebookClient
 
 NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
@@ -41,13 +43,19 @@ def text_of(cell) -> str:
     return "".join(o.get("text", "") for o in cell.get("outputs", []) if o.get("output_type") == "stream")
 
 
-def test_quickstart_notebook_runs_on_every_spark_line(broker, tmp_path, monkeypatch):
+EXISTING = "4.0.5"  # this line's notebook reads a topic the test wrote (PULSAR_TOPIC), as a user's own topic
+
+
+def test_quickstart_notebook_runs_on_every_spark_line(broker, admin, pulsar_client, tmp_path, monkeypatch, unique):
     jupyter = tmp_path / "jupyter"
     monkeypatch.setenv("JUPYTER_PATH", str(jupyter))
     # The notebook's settings cell reads these, so it reuses the session broker instead of starting one.
     monkeypatch.setenv("PULSAR_SERVICE_URL", broker.service_url)
     monkeypatch.setenv("PULSAR_ADMIN_URL", broker.admin_url)
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    # The same backlog as the notebook writes for itself: 2,000 messages of ~100 bytes, 10 per entry, 2 partitions.
+    existing = create_topic(admin, f"notebook-existing-{unique}", 2)
+    produce(pulsar_client, existing, 2000, batch=10, payload_size=100, prefix="order")
     kernels = {"4.3": "pulsar-throttled-venv"}
     register_kernel(jupyter, kernels["4.3"], Path(sys.executable), {})
     for version in VERSIONS:
@@ -56,7 +64,8 @@ def test_quickstart_notebook_runs_on_every_spark_line(broker, tmp_path, monkeypa
         # The compat venvs hold PySpark and the dependencies, not the package: the checkout on PYTHONPATH.
         register_kernel(jupyter, kernels[version], python, {
             "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "PYTHONPATH": str(ROOT),
-            "VIRTUAL_ENV": str(python.parent.parent), "PATH": f"{python.parent}:{os.environ.get('PATH', '')}"})
+            "VIRTUAL_ENV": str(python.parent.parent), "PATH": f"{python.parent}:{os.environ.get('PATH', '')}",
+            **({"PULSAR_TOPIC": existing} if version == EXISTING else {})})
 
     notebooks = {version: with_watch_seconds(nbformat.read(NOTEBOOK, as_version=4), 240) for version in kernels}
 
@@ -105,7 +114,10 @@ def check(version: str, nb, service_url: str) -> None:
     assert run, (version, caught)
     # Admission control (AvailableNow reading several throttled batches) came with PySpark 4.2.
     assert run.group(1) == ("availableNow" if version == "4.3" else "processingTime"), (version, caught)
-    assert int(run.group(2)) == 1000 and int(run.group(3)) >= 2 and int(run.group(4)) <= 400, (version, caught)
+    if version == EXISTING:  # the notebook writes nothing to a topic of the user's: nothing new to catch up on
+        assert "(existing)" in text_of(code[1]) and int(run.group(2)) == 0, (version, caught)
+    else:
+        assert int(run.group(2)) == 1000 and int(run.group(3)) >= 2 and int(run.group(4)) <= 400, (version, caught)
     plot = next(c for c in code if "plot_progress(" in c.source)
     assert [o for o in plot.get("outputs", []) if "image/png" in o.get("data", {})], (version, plot.get("outputs"))
     assert "stopped" in text_of(code[-1]), version
