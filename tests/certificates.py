@@ -29,6 +29,8 @@ from pathlib import Path
 import trustme
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
 
+from pulsar_throttled_source.local_broker.tls import pkcs8
+
 DEFAULT_ROLES = ("admin", "reader", "consumer-only")
 WRONG_NAME = "broker.invalid"
 KEY_TYPE = trustme.KeyType.RSA
@@ -61,12 +63,6 @@ class Certificates:
             return self.clients[role]
         except KeyError:
             raise KeyError(f"no client certificate for role {role!r}; made: {sorted(self.clients)}") from None
-
-
-def pkcs8(private_key_pem: bytes) -> bytes:
-    """A PEM private key (trustme writes the traditional format) as unencrypted PKCS#8 PEM."""
-    key = load_pem_private_key(private_key_pem, password=None)
-    return key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
 
 
 def traditional_key(pair: KeyPair, path: Path) -> Path:

@@ -109,14 +109,16 @@ class IdentityProvider:
 
     def __init__(self, work_dir: str | Path, *, token_lifetime_s: int = 3600, audience: str = "pulsar",
                  roles: Mapping[str, str] | None = None, issuer_id: str = "pulsar",
-                 timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+                 timeout_s: float = DEFAULT_START_TIMEOUT_S, signing_key: rsa.RSAPrivateKey | None = None) -> None:
         self.work_dir = Path(work_dir).resolve()
         self.token_lifetime_s = token_lifetime_s
         self.audience = audience
         self.roles = dict(roles or {})
         self.issuer_id = issuer_id
         self._timeout_s = timeout_s
-        self._key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        # The key its tokens are signed with: made here, or the caller's (e.g. the key a secured local cluster's
+        # members verify tokens with, so its access tokens are accepted there).
+        self._key = signing_key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self._secrets: dict[str, Secret] = {}
         self._proc: subprocess.Popen[bytes] | None = None
         self.port: int | None = None

@@ -14,7 +14,7 @@ the same pinned broker without Docker:
     python -m pulsar_throttled_source.local_broker fetch [--class-archive]  # only download the jars (and make the
                                                                             # class-data archive every start maps)
     python -m pulsar_throttled_source.local_broker cluster start [--data-dir D] [--max-entries-per-ledger N]
-                                                                 [--broker-config KEY=VALUE ...]
+                                                                 [--broker-config KEY=VALUE ...] [--secure]
     python -m pulsar_throttled_source.local_broker cluster status|stop [--data-dir D]
 
 (`pulsar-local-broker` is the same command.) `start` prints one JSON line: {"serviceUrl", "adminUrl", "pid",
@@ -27,13 +27,17 @@ The cluster: ZooKeeper, 3 bookies, 2 brokers and a proxy, each its own process o
 `cluster start` prints one JSON line: {"clusterName", "dataDir", "metadataStoreUrl", "serviceUrl" (every broker,
 one multi-host URL), "brokers": [{"name", "serviceUrl", "adminUrl"}], "proxy": {...}, "pids"}. From Python:
 `with LocalCluster() as cluster: cluster.info ...; cluster.kill("broker-2"); cluster.restart("broker-2")`.
+`--secure` (`ClusterSettings(secured=True)`): TLS on brokers' and proxy's ports, each member's certificate naming its
+own address, token (RS256, OAuth2-style) authentication; the JSON line gains "security" (TLS URLs, CA and token
+files), `cluster.security.token(role)` issues a token.
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
 state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
 starts faster), broker (LocalBroker), errors (BrokerError, for what a person can fix), __main__ (the CLI); the
 cluster's: cluster_layout (which member runs where: addresses and ports, kept in the data dir), cluster_config (each
 role's config file and the metadata set-up's arguments), cluster_process (each member's JVM, its start and the
-conditions that say it is ready), cluster (start_cluster, stop_cluster, cluster_status, LocalCluster).
+conditions that say it is ready), cluster_security (the secured mode: certificates, token key, TLS and
+authentication settings), cluster (start_cluster, stop_cluster, cluster_status, LocalCluster).
 """
 
 from __future__ import annotations

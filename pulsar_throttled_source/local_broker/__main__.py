@@ -55,6 +55,9 @@ def _add_cluster_parser(sub: argparse._SubParsersAction) -> None:
     p_start.add_argument("--max-entries-per-ledger", type=int, help="brokers roll ledgers over after N entries")
     p_start.add_argument("--broker-config", action="append", default=[], metavar="KEY=VALUE",
                          help="a broker setting (broker.conf key) for every broker, repeatable")
+    p_start.add_argument("--secure", action="store_true",
+                         help="TLS on brokers' and proxy's ports and token authentication (RS256 JWTs: the CA, the "
+                              "token signing key and the admin token are under DATA_DIR/security/)")
     p_start.add_argument("--timeout", type=float, default=DEFAULT_CLUSTER_TIMEOUT_S,
                          help="seconds to wait until every member is ready")
     for name in ("stop", "status"):
@@ -67,7 +70,8 @@ def _cluster(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if args.max_entries_per_ledger is not None and args.max_entries_per_ledger < 1:
             parser.error("--max-entries-per-ledger must be a positive integer")
         settings = ClusterSettings(max_entries_per_ledger=args.max_entries_per_ledger,
-                                   broker_extra=tuple(parse_broker_config(args.broker_config).items()))
+                                   broker_extra=tuple(parse_broker_config(args.broker_config).items()),
+                                   secured=args.secure)
         print(start_cluster(args.data_dir, settings, args.timeout).to_json(), flush=True)
     elif args.action == "stop":
         print(json.dumps({"stopped": stop_cluster(args.data_dir)}))

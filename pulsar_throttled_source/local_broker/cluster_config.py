@@ -3,15 +3,15 @@ broker.conf, the proxy's proxy.conf (keys as in the distribution's conf/ files o
 arguments of the cluster's metadata initialisation (`bin/pulsar initialize-cluster-metadata`). Pure text from a
 ClusterLayout: cluster_process.py writes and runs them.
 
-The second mode (TLS and token/OAuth2 authentication across brokers and proxy, issue 52) is meant to come in here:
-ClusterSettings gains the security (CA, a certificate per member whose SAN is its own 127.0.0.N address, the
-authentication providers), each role's TLS ports join cluster_layout.ROLE_PORTS, and each *_conf adds its keys."""
+A secured cluster (ClusterSettings.secured; its layout has TLS ports) adds the keys of cluster_security.py to the
+brokers' and the proxy's files, and the cluster's TLS URLs to its metadata."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, Member
+from .cluster_security import broker_security_conf, metadata_setup_tls_args, proxy_security_conf, tls_target_ports
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class ClusterSettings:
     # never moves one on its own, so what moves in a test is what the test moved.
     load_shedding: bool = False
     broker_extra: tuple[tuple[str, str], ...] = ()  # broker.conf settings of the caller's, applied last
+    # TLS on brokers' and proxy's ports and token (OAuth2-style, RS256) authentication: cluster_security.py
+    secured: bool = False
 
 
 def render(settings: dict[str, object]) -> str:
@@ -121,24 +123,29 @@ def broker_conf(layout: ClusterLayout, broker: Member, settings: ClusterSettings
     }
     if settings.max_entries_per_ledger:
         conf["managedLedgerMaxEntriesPerLedger"] = settings.max_entries_per_ledger
+    if layout.secured:
+        conf.update(broker_security_conf(layout, broker))
     conf.update(dict(settings.broker_extra))
     return conf
 
 
 def proxy_conf(layout: ClusterLayout, proxy: Member, settings: ClusterSettings) -> dict[str, object]:
     brokers = layout.of_role(BROKER)
-    return {
+    conf: dict[str, object] = {
         # Broker discovery through the metadata store, as an operator's proxy does it (no fixed broker URL): the
         # admin API is forwarded to a broker it discovers, lookups too.
         **_member_of_cluster(layout, proxy, settings),
         "servicePort": proxy.ports["service"],
         "webServicePort": proxy.ports["web"],
         # The proxy connects only to these broker ports (6650,6651 by default); ours are free ports.
-        "brokerProxyAllowedTargetPorts": ",".join(str(b.ports["broker"]) for b in brokers),
+        "brokerProxyAllowedTargetPorts": ",".join([*(str(b.ports["broker"]) for b in brokers), *tls_target_ports(layout)]),
         "webSocketServiceEnabled": "false",
         "numIOThreads": 2,
         "httpNumThreads": 8,
     }
+    if layout.secured:
+        conf.update(proxy_security_conf(layout, proxy))
+    return conf
 
 
 def metadata_setup_args(layout: ClusterLayout, settings: ClusterSettings) -> list[str]:
@@ -152,6 +159,7 @@ def metadata_setup_args(layout: ClusterLayout, settings: ClusterSettings) -> lis
         "--web-service-url", "http://" + ",".join(b.address("web") for b in brokers),
         "--broker-service-url", "pulsar://" + ",".join(b.address("broker") for b in brokers),
         "--zookeeper-session-timeout-ms", str(settings.session_timeout_ms),
+        *metadata_setup_tls_args(layout),
     ]
 
 

@@ -20,6 +20,8 @@ ROLE_PORTS = {
     BROKER: ("broker", "web"),
     PROXY: ("service", "web"),
 }
+# A secured cluster's members also listen with TLS on these (cluster_security.py).
+ROLE_TLS_PORTS = {BROKER: ("brokerTls", "webTls"), PROXY: ("serviceTls", "webTls")}
 # The order members are made in (and started, role by role).
 ROLE_ORDER = (ZOOKEEPER, BOOKIE, BROKER, PROXY)
 
@@ -44,6 +46,7 @@ class ClusterLayout:
     cluster_name: str
     data_dir: Path
     members: tuple[Member, ...]
+    secured: bool = False  # TLS ports and authentication (cluster_security.py); fixed when the layout is made
 
     def member(self, name: str) -> Member:
         for member in self.members:
@@ -70,13 +73,14 @@ class ClusterLayout:
         return self.data_dir / name
 
     def to_json(self) -> str:
-        return json.dumps({"clusterName": self.cluster_name, "dataDir": str(self.data_dir),
+        return json.dumps({"clusterName": self.cluster_name, "dataDir": str(self.data_dir), "secured": self.secured,
                            "members": [asdict(member) for member in self.members]}, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> ClusterLayout:
         raw: dict[str, Any] = json.loads(text)
-        return cls(raw["clusterName"], Path(raw["dataDir"]), tuple(Member(**member) for member in raw["members"]))
+        return cls(raw["clusterName"], Path(raw["dataDir"]), tuple(Member(**member) for member in raw["members"]),
+                   bool(raw.get("secured", False)))
 
 
 def free_port(host: str) -> int:
@@ -87,9 +91,10 @@ def free_port(host: str) -> int:
 
 
 def plan_layout(data_dir: Path, cluster_name: str = "local-cluster", bookies: int = 3, brokers: int = 2,
-                first_host: int = 2) -> ClusterLayout:
+                first_host: int = 2, secured: bool = False) -> ClusterLayout:
     """A new layout: one ZooKeeper, `bookies` bookies, `brokers` brokers and one proxy, on 127.0.0.<first_host>,
-    <first_host + 1>, ... in that order, each with free ports on its own address (and no two alike)."""
+    <first_host + 1>, ... in that order, each with free ports on its own address (and no two alike); `secured`:
+    brokers and proxy get TLS ports too."""
     counts = {ZOOKEEPER: 1, BOOKIE: bookies, BROKER: brokers, PROXY: 1}
     members: list[Member] = []
     taken: set[int] = set()
@@ -98,14 +103,14 @@ def plan_layout(data_dir: Path, cluster_name: str = "local-cluster", bookies: in
             host = f"127.0.0.{first_host + len(members)}"
             name = role if counts[role] == 1 and role in (ZOOKEEPER, PROXY) else f"{role}-{i}"
             ports: dict[str, int] = {}
-            for port_name in ROLE_PORTS[role]:
+            for port_name in ROLE_PORTS[role] + (ROLE_TLS_PORTS.get(role, ()) if secured else ()):
                 port = free_port(host)
                 while port in taken:  # two members never share a port, whatever their addresses
                     port = free_port(host)
                 taken.add(port)
                 ports[port_name] = port
             members.append(Member(name, role, host, ports))
-    return ClusterLayout(cluster_name, data_dir, tuple(members))
+    return ClusterLayout(cluster_name, data_dir, tuple(members), secured)
 
 
 def load_or_plan(data_dir: Path, **plan_args: Any) -> ClusterLayout:

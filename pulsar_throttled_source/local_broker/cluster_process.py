@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -18,6 +19,7 @@ from typing import Any
 
 from .cluster_config import ClusterSettings, conf_for, metadata_setup_args, render
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, Member
+from .cluster_security import readiness_request
 from .config import LOG4J2_XML
 from .errors import BrokerError
 from .process import JAVA_OPENS
@@ -142,8 +144,10 @@ def registrations(layout: ClusterLayout, dump: str) -> set[str]:
     return {name for node, name in wanted.items() if node in nodes}
 
 
-def http_json(url: str, timeout: float = 3.0) -> Any:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def http_json(url: str, timeout: float = 3.0, context: ssl.SSLContext | None = None,
+              headers: dict[str, str] | None = None) -> Any:
+    request = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
         return json.loads(response.read().decode())
 
 
@@ -154,13 +158,16 @@ def ready_check(layout: ClusterLayout, member: Member) -> Callable[[], bool]:
     if member.role == BOOKIE:
         return lambda: member.name in registered(layout)
     brokers = {b.address("web") for b in layout.of_role(BROKER)}
+    # A secured member is asked over https, its certificate and name verified, with the superuser's token.
+    secured = readiness_request(layout, member)
+    base, context, headers = secured if secured else (f"http://{member.address('web')}", None, {})
     if member.role == BROKER:
         # Its admin API answers and it sees every broker (the others may still be starting: then not yet ready).
-        url = f"http://{member.address('web')}/admin/v2/brokers/{layout.cluster_name}"
-        return lambda: _answers(lambda: brokers <= set(http_json(url)))
+        url = f"{base}/admin/v2/brokers/{layout.cluster_name}"
+        return lambda: _answers(lambda: brokers <= set(http_json(url, context=context, headers=headers)))
     # The proxy forwards the admin API to a broker it discovered.
-    url = f"http://{member.address('web')}/admin/v2/clusters"
-    return lambda: _answers(lambda: layout.cluster_name in http_json(url))
+    url = f"{base}/admin/v2/clusters"
+    return lambda: _answers(lambda: layout.cluster_name in http_json(url, context=context, headers=headers))
 
 
 def _answers(check: Callable[[], bool]) -> bool:

@@ -21,6 +21,15 @@ from pathlib import Path
 AUTHENTICATION_TLS = "org.apache.pulsar.client.impl.auth.AuthenticationTls"
 
 
+def pkcs8(private_key_pem: bytes) -> bytes:
+    """A PEM private key (trustme writes the traditional format) as unencrypted PKCS#8 PEM, the one format the
+    broker reads."""
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat, load_pem_private_key
+
+    key = load_pem_private_key(private_key_pem, password=None)
+    return key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+
+
 @dataclass(frozen=True)
 class TlsFiles:
     """PEM files of a TLS broker: its certificate and PKCS#8 key, the CA it trusts (for client certificates, and

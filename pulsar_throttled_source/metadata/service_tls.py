@@ -22,33 +22,38 @@ class ServiceCertificateRefused(ValueError):
 
 
 def check_service_certificate(service_url: str, client_kwargs: Mapping[str, Any], timeout_s: float = HANDSHAKE_TIMEOUT_S) -> None:
-    """Raise ServiceCertificateRefused, naming the URL and the option to set, when the first broker of
-    a pulsar+ssl:// `service_url` shows a certificate the readers would refuse."""
+    """Raise ServiceCertificateRefused, naming the URL, the host and the option to set, when a broker of a
+    pulsar+ssl:// `service_url` shows a certificate the readers would refuse. Every host of a multi-host URL
+    (pulsar+ssl://h1:6651,h2:6651) is looked at: the client sends lookups to each in turn, so a refused second
+    host would surface as a reader's retries as well."""
     if not service_url.startswith("pulsar+ssl://") or client_kwargs.get("tls_allow_insecure_connection"):
         return
-    host, port = _first_host(service_url)
     context = ssl.create_default_context(cafile=client_kwargs.get("tls_trust_certs_file_path") or None)
     context.check_hostname = bool(client_kwargs.get("tls_validate_hostname", True))
-    try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock, context.wrap_socket(sock, server_hostname=host):
-            return
-    except ssl.SSLCertVerificationError as e:
-        raise ServiceCertificateRefused(_refused(service_url, e)) from None
-    except (OSError, ssl.SSLError):
-        return  # not reachable now, or refused for another reason (a client certificate): the readers report it
+    for host, port in _hosts(service_url):
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s) as sock, context.wrap_socket(sock, server_hostname=host):
+                continue
+        except ssl.SSLCertVerificationError as e:
+            raise ServiceCertificateRefused(_refused(service_url, f"{host}:{port}", e)) from None
+        except (OSError, ssl.SSLError):
+            continue  # not reachable now, or refused for another reason (a client certificate): the readers report it
 
 
-def _first_host(service_url: str) -> tuple[str, int]:
-    """pulsar+ssl://h1:6651,h2:6651/ -> ("h1", 6651); the port defaults to 6651."""
-    first = service_url[len("pulsar+ssl://"):].split("/", 1)[0].split(",", 1)[0]
-    host, _, port = first.rpartition(":")
-    return (host, int(port)) if host and port.isdigit() else (first, DEFAULT_TLS_PORT)
+def _hosts(service_url: str) -> list[tuple[str, int]]:
+    """pulsar+ssl://h1:6651,h2/ -> [("h1", 6651), ("h2", 6651)]: the port defaults to 6651."""
+    hosts = []
+    for address in service_url[len("pulsar+ssl://"):].split("/", 1)[0].split(","):
+        host, _, port = address.strip().rpartition(":")
+        hosts.append((host, int(port)) if host and port.isdigit() else (address.strip(), DEFAULT_TLS_PORT))
+    return [(host, port) for host, port in hosts if host]
 
 
-def _refused(service_url: str, error: ssl.SSLCertVerificationError) -> str:
+def _refused(service_url: str, address: str, error: ssl.SSLCertVerificationError) -> str:
     reason = error.verify_message or str(error)
     hostname = error.verify_code == 62  # X509_V_ERR_HOSTNAME_MISMATCH
-    return f"TLS failed with the Pulsar broker at {service_url} ({reason}): {certificate_fix(reason, 'service.url', hostname)}."
+    at = service_url if service_url.rstrip("/").endswith(address) and "," not in service_url else f"{service_url} (host {address})"
+    return f"TLS failed with the Pulsar broker at {at} ({reason}): {certificate_fix(reason, 'service.url', hostname)}."
 
 
 def certificate_fix(reason: str, url_option: str, hostname: bool = False) -> str | None:

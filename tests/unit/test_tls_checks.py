@@ -132,6 +132,18 @@ def test_the_brokers_certificate_is_looked_at_once_at_load(https_named_localhost
     check_service_certificate(f"pulsar://localhost:{https_named_elsewhere}", {})  # not TLS: nothing to look at
 
 
+def test_every_host_of_a_multi_host_service_url_is_looked_at(https_named_localhost, https_named_elsewhere, ca_file):
+    """A cluster's service URL names every broker, and the client sends lookups to each in turn: a certificate
+    refused on the second broker is found at load too, naming that host."""
+    second_refused = f"pulsar+ssl://localhost:{https_named_localhost},localhost:{https_named_elsewhere}"
+    with pytest.raises(ServiceCertificateRefused) as refused:
+        check_service_certificate(second_refused, {"tls_trust_certs_file_path": ca_file, "tls_validate_hostname": True})
+    assert f"TLS failed with the Pulsar broker at {second_refused} (host localhost:{https_named_elsewhere})" in str(refused.value)
+    assert "does not name that host" in str(refused.value)
+    both_fine = f"pulsar+ssl://localhost:{https_named_localhost},localhost:{https_named_localhost}/"
+    check_service_certificate(both_fine, {"tls_trust_certs_file_path": ca_file, "tls_validate_hostname": True})
+
+
 def test_a_broker_not_reachable_at_load_is_left_to_the_read_tasks():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
