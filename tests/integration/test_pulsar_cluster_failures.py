@@ -15,6 +15,7 @@ import pytest
 import requests
 from cluster_reads import (
     assert_exactly_once_under_quota,
+    bundle_of,
     drain_throttled,
     endpoint,
     move_bundle,
@@ -107,15 +108,16 @@ def test_a_bundle_split_while_a_pattern_query_reads(spark, pulsar_cluster, broke
     admin_url = brokers[0].admin_url
     requests.put(f"{admin_url}/admin/v2/namespaces/{namespace}", json={"bundles": {"numBundles": 1}},
                  timeout=30).raise_for_status()
-    topics = [create_topic(cluster_admin, f"persistent://{namespace}/orders-{name}", n)
-              for name, n in (("a", 0), ("b", 0), ("c", 0), ("d", 2))]
+    counts = {f"persistent://{namespace}/orders-{name}": n for name, n in (("a", 0), ("b", 0), ("c", 0), ("d", 2))}
+    topics = [create_topic(cluster_admin, topic, n) for topic, n in counts.items()]
     create_topic(cluster_admin, f"persistent://{namespace}/other", 0)
     sent: list[Sent] = []
     for topic in topics:
         sent += produce(cluster_client, topic, 40, batch=5, prefix=f"{topic[-1]}-batched")
         sent += produce(cluster_client, topic, 10, prefix=f"{topic[-1]}-plain")  # ~9 entries a partition
     produce(cluster_client, f"persistent://{namespace}/other", 20, prefix="not-matched")
-    partitions = _partitions(topics)
+    # Where the data lives: a non-partitioned topic is its own partition.
+    partitions = [str(TopicName.parse(t).partition(i)) if n else t for t, n in counts.items() for i in range(max(n, 1))]
     halves: list[str] = []
     moves: list[str] = []
 
@@ -131,7 +133,7 @@ def test_a_bundle_split_while_a_pattern_query_reads(spark, pulsar_cluster, broke
         # Then each half to the other broker than the one owning its topics now (a split's halves land where the
         # load manager puts them: this makes sure they change host while the query reads).
         for half in halves:
-            inside = [p for p in partitions if _bundle_holds(admin_url, p, half)]
+            inside = [p for p in partitions if bundle_of(admin_url, p) == half]
             if inside:
                 other = next(b for b in brokers if b.admin_url != owner_of(admin_url, inside[0]))
                 move_bundle(admin_url, topics[0], half, other)
@@ -142,21 +144,6 @@ def test_a_bundle_split_while_a_pattern_query_reads(spark, pulsar_cluster, broke
     assert len(halves) == 2 and moves, (halves, moves)
     assert_exactly_once_under_quota(sink, topics[0], sent, partitions)
     assert {"persistent://" + namespace + "/other"}.isdisjoint({p for b in sink.data_batches() for p in b.entries})
-
-
-def _partitions(topics: list[str]) -> list[str]:
-    """The partitions the topics' data lives in: a non-partitioned topic is its own."""
-    names: list[str] = []
-    for topic in topics:
-        name = TopicName.parse(topic)
-        names += [str(name.partition(i)) for i in range(2)] if topic.endswith("-d") else [str(name)]
-    return names
-
-
-def _bundle_holds(admin_url: str, partition: str, bundle: str) -> bool:
-    answer = requests.get(f"{admin_url}/lookup/v2/topic/{TopicName.parse(partition).rest_path}/bundle", timeout=30)
-    answer.raise_for_status()
-    return answer.text.strip() == bundle
 
 
 def test_admin_url_naming_a_killed_broker_first(spark, pulsar_cluster, brokers, cluster_admin, cluster_client,
