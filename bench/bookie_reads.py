@@ -12,10 +12,12 @@ them, and counts:
 each per delivered entry, beside an unthrottled drain of the same backlog (the baseline: one read per
 entry). Target: precise mode's extra reads at most 10 % of the entries it delivers.
 
-    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10] [--varied] [--spark]
+    .venv/bin/python bench/bookie_reads.py [--partitions 2] [--entries 600] [--batch 10] [--varied] [--spark] [--cluster]
 
 With --spark the drains run as Spark streaming queries (local[2]) instead of in this process, so read
-tasks run in Spark's Python workers (entry lookups are not counted then).
+tasks run in Spark's Python workers (entry lookups are not counted then). With --cluster the backlog is on
+a local cluster (local_broker/cluster.py: 2 brokers, 3 bookies, ensembles of 2) instead of a standalone
+broker: its partitions owned by either broker, the reads counted on both brokers together.
 """
 
 from __future__ import annotations
@@ -26,11 +28,15 @@ import re
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import requests
 
 from pulsar_throttled_source.local_broker import LocalBroker
+from pulsar_throttled_source.local_broker.cluster import LocalCluster
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.read import read_task
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
@@ -83,14 +89,32 @@ def produce(service_url: str, topic: TopicName, partitions: int, entries: int, b
     client.close()
 
 
-def storage_reads(admin_url: str) -> float:
-    found = STORAGE_READS.search(requests.get(f"{admin_url}/metrics/", timeout=30).text)
-    if found is None:
-        raise RuntimeError("the broker's metrics have no pulsar_ml_cache_pendingreads_entries_read_total")
-    return float(found.group(1))
+def storage_reads(admin_urls: list[str]) -> float:
+    """The entries the brokers' managed ledgers read from BookKeeper so far, summed over `admin_urls`."""
+    total = 0.0
+    for admin_url in admin_urls:
+        found = STORAGE_READS.search(requests.get(f"{admin_url}/metrics/", timeout=30).text)
+        if found is None:
+            raise RuntimeError(f"the metrics of {admin_url} have no pulsar_ml_cache_pendingreads_entries_read_total")
+        total += float(found.group(1))
+    return total
 
 
-def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, entries: int) -> tuple[int, int, int, float]:
+@contextmanager
+def pulsar_under_test(work: Path, cluster: bool) -> Iterator[tuple[SimpleNamespace | LocalBroker, list[str]]]:
+    """A standalone broker, or a local cluster (its service URL naming both brokers, the admin API the first's);
+    and the admin URLs of every broker, whose reads are counted."""
+    if not cluster:
+        with LocalBroker(data_dir=work / "broker") as broker:
+            yield broker, [broker.admin_url]
+        return
+    with LocalCluster(work / "cluster") as local:
+        assert local.info is not None
+        brokers = [b["adminUrl"] for b in local.info.brokers]
+        yield SimpleNamespace(service_url=local.info.serviceUrl, admin_url=brokers[0]), brokers
+
+
+def drain(broker: SimpleNamespace | LocalBroker, topic: str, options: dict[str, str], work: Path, entries: int) -> tuple[int, int, int, float]:
     """Delivered (entries, messages), the planner's entry lookups, and seconds."""
     stream = AdmissionControlStreamReader(parse_options({k.lower(): v for k, v in {
         "service.url": broker.service_url, "admin.url": broker.admin_url, "topic": topic, "startingOffsets": "earliest",
@@ -114,7 +138,7 @@ def drain(broker: LocalBroker, topic: str, options: dict[str, str], work: Path, 
     return delivered, messages, lookups, time.monotonic() - t
 
 
-def drain_with_spark(spark: object, broker: LocalBroker, topic: str, options: dict[str, str], work: Path,
+def drain_with_spark(spark: object, broker: SimpleNamespace | LocalBroker, topic: str, options: dict[str, str], work: Path,
                      messages: int) -> tuple[int, float]:
     """The same drain as a Spark streaming query (local[2], a 200 ms processing-time trigger, a memory
     sink): the read tasks run in Spark's Python workers, where a task finds the reader its
@@ -145,10 +169,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--varied", action="store_true", help="entries of batch/2 .. 3*batch/2 messages (time-closed batches)")
     parser.add_argument("--scenario", action="append", choices=list(SCENARIOS), help="run only these (repeatable)")
     parser.add_argument("--spark", action="store_true", help="drain with a Spark streaming query (local[2]) instead")
+    parser.add_argument("--cluster", action="store_true", help="on a local cluster (2 brokers, 3 bookies) instead")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     work = Path(tempfile.mkdtemp(prefix="bench-bookie-reads-"))
-    with LocalBroker(data_dir=work / "broker") as broker:
+    with pulsar_under_test(work, args.cluster) as (broker, counted):
         admin = TopicAdmin(broker.admin_url)
         topic = TopicName.parse(f"bench-bookie-reads-{time.time_ns()}")
         admin.create_partitioned_topic(topic, args.partitions)
@@ -168,13 +193,13 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.scenario or list(SCENARIOS):
             admin.unload_topic(topic)  # the broker's entry cache goes with the topic: every entry is read from the bookie again
             time.sleep(1.0)
-            before = storage_reads(broker.admin_url)
+            before = storage_reads(counted)
             if spark is not None:  # the planner's lookups are not counted here (the driver's session is Spark's)
                 messages, seconds = drain_with_spark(spark, broker, str(topic), SCENARIOS[name], work, total_messages)
                 delivered, lookups = entries, 0
             else:
                 delivered, messages, lookups, seconds = drain(broker, str(topic), SCENARIOS[name], work, entries)
-            reads = storage_reads(broker.admin_url) - before
+            reads = storage_reads(counted) - before
             rows.append((name, delivered, messages, reads, lookups, seconds))
             print(f"{name}: {delivered:,} entries ({messages:,} messages) in {seconds:.1f} s; bookie entry reads {reads:,.0f} "
                   f"({reads / delivered:.2f} per entry); entry lookups {lookups:,} ({lookups / delivered:.2f} per entry)", flush=True)

@@ -1,7 +1,7 @@
 """Where and how to reach the admin REST API (``AdminEndpoint``) and a Redis quota store (``QuotaStoreEndpoint``),
 and the URL helpers that keep passwords out of every text: ``redacted`` (a URL without its password),
-``without_userinfo`` (a URL without user name and password), ``userinfo`` (what it held); credentials.scrub hides
-them in free texts. Credentials travel beside a URL, never inside it."""
+``without_userinfo`` (a URL without user name and password), ``userinfo`` (what it held), ``each_host`` (a URL
+naming several hosts as one URL per host); credentials.scrub hides them in free texts. Credentials travel beside a URL, never inside it."""
 
 from __future__ import annotations
 
@@ -69,6 +69,18 @@ def redacted(url: str) -> str:
     if not at or ":" not in info:
         return url
     return url[:span[0]] + info.partition(":")[0] + ":***@" + host + url[span[1]:]
+
+
+def each_host(url: str) -> list[str]:
+    """The URL once for each host it names, in its order: a URL may name several, as Pulsar's clients and admin
+    tools take a cluster's brokers (http://h1:8080,h2:8080/x -> [http://h1:8080/x, http://h2:8080/x]); user-info
+    stays with the first. A URL of one host (or none): [url]. Empty hosts (a trailing ',') are left out."""
+    span = _netloc_span(url)
+    if span is None or "," not in url[span[0]:span[1]]:
+        return [url]
+    info, at, hosts = url[span[0]:span[1]].rpartition("@")
+    named = [host for host in hosts.split(",") if host]
+    return [url[:span[0]] + (info + at if i == 0 else "") + host + url[span[1]:] for i, host in enumerate(named)]
 
 
 def without_userinfo(url: str) -> str:

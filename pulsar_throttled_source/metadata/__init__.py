@@ -4,7 +4,7 @@ Planning never reads messages; it plans from what these modules report:
 - ``admin_http``: the HTTP layer (session, token auth, TLS, owner redirects, error mapping,
   retries through ``..retry``); ``admin_answers``: what an answer or failure tells the user (the broker's
   reason, the permission a call needs, a TLS failure's fix, where a redirect led); ``owner_redirects``: which hosts a redirect may take the credentials to
-  (the admin URL's, the cluster's brokers).
+  (the admin URL's, the cluster's brokers); ``admin_hosts``: an admin URL naming several hosts, asked in turn when one does not answer.
 - ``admin``: the lookups planning and read tasks use (partitions, internal stats, publish stats,
   policies, transaction buffer, entry headers, subscriptions).
 - ``catalog``: which partitions the query reads and their layouts, cached per refresh interval

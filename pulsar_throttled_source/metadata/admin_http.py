@@ -31,6 +31,7 @@ from ..credentials import BasicAuth, Credentials, TlsSettings, scrub
 from ..retry import GaveUp, Outage, admin_failure_retried, call_with_retries, http_status_transient, ownership_moving
 from .admin_answers import broker_reason, permission_needed, redirect_target, request_kind, tls_failure
 from .admin_auth import AuthenticationFailed, authenticator
+from .admin_hosts import AdminHosts, may_try_next, no_answer, none_answered
 from .owner_redirects import ClusterHosts, OwnerRedirectSession
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ class AdminHttp:
         user, password = userinfo(admin_url)
         if credentials is None and (user or password):
             credentials = BasicAuth(user or "", password or "")
-        self.base = without_userinfo(admin_url).rstrip("/")
+        self._hosts = AdminHosts(without_userinfo(admin_url))  # one, or several: http://h1:8080,h2:8080
         self._credentials = credentials
         self.timeout_s = timeout_s
         self.retry_timeout_s = retry_timeout_s  # 0: no retries
@@ -97,7 +98,7 @@ class AdminHttp:
         self._answered = known_good
         self._outage = Outage(retry_timeout_s)  # one budget for all calls made during one outage
         self._session = OwnerRedirectSession()
-        self._session.hosts = ClusterHosts(self.base, self._ask)  # where a redirect may take the credentials
+        self._session.hosts = ClusterHosts(without_userinfo(admin_url), self._ask)  # where a redirect may take the credentials
         # Planning asks from several threads at once (catalog refresh, entry lookups): keep a
         # connection for each, or urllib3 discards and reopens them (its default keeps 10).
         adapter = _Adapter(tls.validate_hostname, pool_maxsize=POOLED_CONNECTIONS)
@@ -115,7 +116,12 @@ class AdminHttp:
         self.request_seconds = 0.0
 
     def __repr__(self) -> str:  # never show headers (tokens)
-        return f"{type(self).__name__}({self.base!r})"
+        return f"{type(self).__name__}({','.join(self._hosts.urls)!r})"
+
+    @property
+    def base(self) -> str:
+        """The admin URL's host that answered last (its first until one answered), as the URL requests go to."""
+        return self._hosts.current
 
     def close(self) -> None:
         self._session.close()
@@ -185,18 +191,9 @@ class AdminHttp:
 
     def _call_once(self, method: str, path: str, what: str, *, json: Any, params: dict | None, not_found: str | None,
                    expect: str | type | None, api: str) -> Any:
-        url = f"{self.base}/admin/{api}/{path}"
         self.requests_made += 1
         self.requests_by_kind[request_kind(path)] += 1
-        try:
-            resp = self._session.request(method, url, json=json, params=params, timeout=self.timeout_s, verify=self._verify)
-            self.request_seconds += resp.elapsed.total_seconds()
-        except AuthenticationFailed as e:
-            raise AdminError(str(e)) from None
-        except requests.exceptions.SSLError as e:
-            raise AdminError(tls_failure(self.base, what, str(e))) from None
-        except requests.exceptions.RequestException as e:
-            raise self._unreachable(e, what) from None
+        resp = self._request(method, f"admin/{api}/{path}", what, json=json, params=params)
         if resp.status_code == 503 and TRANSACTIONS_DISABLED.search(resp.text):
             raise TransactionsDisabled(f"The broker at {self.base} runs without transactions (transactionCoordinatorEnabled=false).")
         if http_status_transient(resp.status_code, method, resp.text):
@@ -236,22 +233,50 @@ class AdminHttp:
         return body
 
 
-    def _unreachable(self, error: requests.exceptions.RequestException, what: str) -> _Transient:
-        """A request that got no answer, from admin.url itself or from the broker it redirected to: a redirect
-        means admin.url answered (it is right: retried from the first request, like an ownership move), and the
-        one that did not answer is the topic's owner (a broker that died or stops), named as such."""
+    def _request(self, method: str, url_path: str, what: str, **kwargs: Any) -> requests.Response:
+        """Send the request to the admin URL's hosts in turn (admin_hosts) until one answers: its answer. No host
+        answering: a _Transient naming each host and why (one host: as it failed)."""
+        failures: list[tuple[str, str]] = []
+        for base in self._hosts.in_turn():
+            try:
+                resp = self._session.request(method, f"{base}/{url_path}", timeout=self.timeout_s, verify=self._verify,
+                                             **kwargs)
+            except AuthenticationFailed as e:
+                raise AdminError(str(e)) from None
+            except requests.exceptions.SSLError as e:
+                raise AdminError(tls_failure(base, what, str(e))) from None
+            except requests.exceptions.RequestException as e:
+                # The owner a host redirected to failed (that host answered), or a call that may have been sent.
+                if not self._hosts.several or redirect_target(base, e) is not None or not may_try_next(method, e):
+                    raise self._unreachable(e, what, base) from None
+                failures.append((base, no_answer(e, self.timeout_s)))
+                continue
+            if failures:
+                log.warning("The Pulsar admin API answers at %s while %s; no answer from %s (a host of option "
+                            "'admin.url'): the next requests go to %s first.", base, what,
+                            ", ".join(f"{url} ({reason})" for url, reason in failures), base)
+            self._hosts.answered(base)
+            self.request_seconds += resp.elapsed.total_seconds()
+            return resp
+        raise _Transient(none_answered(failures, what), "no host of 'admin.url' answered")
+
+    def _unreachable(self, error: requests.exceptions.RequestException, what: str, base: str) -> _Transient:
+        """A request that got no answer, from `base` (admin.url, or its host that was asked) or from the broker it
+        redirected to: a redirect means admin.url answered (it is right: retried from the first request, like an
+        ownership move), and the one that did not answer is the topic's owner (a broker that died or stops), named
+        as such."""
         timed_out = isinstance(error, requests.exceptions.Timeout)
-        reason = f"no answer within {self.timeout_s:.0f} s" if timed_out else type(error).__name__
-        owner = redirect_target(self.base, error)
+        reason = no_answer(error, self.timeout_s)
+        owner = redirect_target(base, error)
         if owner is not None:
-            return _Transient(f"The Pulsar admin API at {self.base} redirected to {owner} (the broker owning the topic), "
+            return _Transient(f"The Pulsar admin API at {base} redirected to {owner} (the broker owning the topic), "
                               f"which {'did not answer in time' if timed_out else 'cannot be reached'} while {what} "
                               f"({reason}): a broker that stopped or died gives its topics to another.",
-                              reason, from_broker=True, source=f"{owner} (the topic's owner, redirected to by {self.base})")
+                              reason, from_broker=True, source=f"{owner} (the topic's owner, redirected to by {base})")
         if timed_out:
-            return _Transient(f"The Pulsar admin API at {self.base} did not answer within {self.timeout_s:.0f} s while {what}; "
+            return _Transient(f"The Pulsar admin API at {base} did not answer within {self.timeout_s:.0f} s while {what}; "
                               "check 'admin.url'.", reason)
-        return _Transient(f"Cannot reach the Pulsar admin API at {self.base} while {what} ({reason}); check option 'admin.url' "
+        return _Transient(f"Cannot reach the Pulsar admin API at {base} while {what} ({reason}); check option 'admin.url' "
                           "(expected e.g. http://localhost:8080).", reason)
 
 

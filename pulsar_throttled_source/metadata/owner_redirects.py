@@ -1,6 +1,6 @@
 """Where the admin API's credentials may follow a redirect: a broker answers a lookup of a topic it does not own
 with 307 to the owner, usually another host, and the owner needs the credentials (requests drops them on any host
-change, and the owner then answers 401). They follow only to the cluster's own hosts: the admin URL's host, and
+change, and the owner then answers 401). They follow only to the cluster's own hosts: the admin URL's hosts, and
 the brokers the cluster names, as the admin API lists them (GET /admin/v2/brokers/<cluster>, a superuser's call)
 or as a lookup of the redirected topic answers (its owner's web service URLs, which any role that may read the
 topic may ask). Hosts are compared by name, any port: a broker's id names its plain HTTP port, its redirects may
@@ -17,6 +17,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+
+from ..admin_endpoint import each_host
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +54,8 @@ class ClusterHosts:
     where credentials always go) without following redirects and answers the JSON, or raises."""
 
     def __init__(self, admin_url: str, ask: Callable[[str], Any], clock: Callable[[], float] = time.monotonic) -> None:
-        admin = host_of(admin_url)
-        self._known: set[str] = {admin} if admin else set()
+        # Every host the admin URL names (it may name several: http://h1:8080,h2:8080).
+        self._known: set[str] = {host for url in each_host(admin_url) if (host := host_of(url))}
         self._ask = ask
         self._clock = clock
         self._listed_at: float | None = None

@@ -132,7 +132,7 @@ def broker_urls(opts: Opts, reads: bool = True) -> tuple[str, str]:
                          f"{'are' if len(missing) > 1 else 'is'} required (there is no default broker): "
                          f"{BROKER_URLS_EXPECTED}.")
     service_url = values.url(opts, "service.url", several_hosts=True) if values.is_set(opts, "service.url") else ""
-    return service_url, values.url(opts, "admin.url")
+    return service_url, values.url(opts, "admin.url", several_hosts=True)
 
 
 BROKER_URLS_EXPECTED = ("'service.url' is where the executors read, pulsar://host:6650 (pulsar+ssl://host:6651 with TLS); "

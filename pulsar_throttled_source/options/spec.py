@@ -80,7 +80,8 @@ SPECS: tuple[OptionSpec, ...] = (
     OptionSpec("service.url", "url", None, "Pulsar service URL the executors read from: pulsar://host:6650, or pulsar+ssl://host:6651 with TLS. "
                "Required: there is no default broker.", allowed=("pulsar", "pulsar+ssl"), required=True),
     OptionSpec("admin.url", "url", None, "Pulsar admin (HTTP) URL used for planning (partitions, ledgers, stats, policies): http://host:8080, "
-               "or https://host:8443 with TLS. Required: there is no default broker.", allowed=("http", "https"), required=True),
+               "or https://host:8443 with TLS; several brokers as http://host1:8080,host2:8080 (a host that does not answer: the next is "
+               "asked). Required: there is no default broker.", allowed=("http", "https"), required=True),
     OptionSpec("topic", "topic", None, "One topic to read (partitioned or not). Exactly one of topic, topics, topicsPattern."),
     OptionSpec("topics", "topics", None, "Comma-separated topics to read."),
     OptionSpec("topicsPattern", "pattern", None, "Regex over the persistent topics of one namespace, e.g. persistent://public/default/orders-.*; new matching topics are picked up."),

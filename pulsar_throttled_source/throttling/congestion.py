@@ -116,11 +116,17 @@ def _moved(window_ms: int, base: float, slow_start: bool, verdict: Verdict, conf
 
 def cluster_key(admin_url: str) -> str:
     """The broker cluster, named by its admin URL as every query spells it alike: scheme and host in lower case,
-    the default port filled in, no credentials, no trailing '/'."""
+    the default port filled in, no credentials, no trailing '/'; an admin URL naming several hosts
+    (http://h1:8080,h2:8080) names them sorted, whatever order a query gives them in."""
     parts = urlsplit(admin_url.strip())
     scheme = parts.scheme.lower()
-    port = parts.port or {"http": 80, "https": 443}.get(scheme, 0)
-    return f"{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
+
+    def host_port(host: str) -> str:
+        one = urlsplit(f"{scheme}://{host}")
+        return f"{(one.hostname or '').lower()}:{one.port or {'http': 80, 'https': 443}.get(scheme, 0)}"
+
+    hosts = sorted({host_port(h) for h in parts.netloc.rpartition("@")[2].split(",") if h})
+    return f"{scheme}://{','.join(hosts)}{parts.path.rstrip('/')}"
 
 
 def _windows(start: float, verdict: Verdict, config: AdaptiveConfig, slow_start: bool = False) -> int:

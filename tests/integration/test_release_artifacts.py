@@ -42,7 +42,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py errors.py "
                                "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py quota_settings.py read_task.py retry.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
-    "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
+    "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_hosts.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
                                         "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
                                         "broker_metrics.py publish_times.py request_pool.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",

@@ -384,7 +384,10 @@ def test_service_url_may_name_several_brokers_as_pulsars_clients_take_a_cluster(
         with pytest.raises(ValueError, match=re.escape(f"'service.url': '{bad}' is not a valid URL; expected "
                                                        "pulsar://host:port,host:port or pulsar+ssl://")):
             parse(**{"service.url": bad})
-    # The admin API is one HTTP endpoint (a proxy or a broker; a broker redirects to a topic's owner).
-    with pytest.raises(ValueError, match=re.escape("'admin.url': 'http://a1:8080,a2:8080' is not a valid URL; "
-                                                   "expected http://host:port or https://host:port.")):
-        parse(**{"admin.url": "http://a1:8080,a2:8080"})
+    # admin.url too, as Pulsar's admin clients take several (a host that does not answer: the next is asked).
+    assert parse(**{"admin.url": "http://a1:8080,a2:8080/"}).admin_url == "http://a1:8080,a2:8080"
+    assert parse(**{"admin.url": "https://a1:8443,a2:8443"}).admin.url == "https://a1:8443,a2:8443"
+    for bad in ("http://a1:8080,", "http://a1:8080,a2:99999", "http://a1:8080,:8080"):
+        with pytest.raises(ValueError, match=re.escape(f"'admin.url': '{bad}' is not a valid URL; expected "
+                                                       "http://host:port,host:port or https://host:port,host:port.")):
+            parse(**{"admin.url": bad})
