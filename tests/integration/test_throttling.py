@@ -67,6 +67,18 @@ def at_second_fraction(fraction: float) -> None:
     time.sleep(target - now)
 
 
+def between_triggers(query) -> None:
+    """At 0.3 s past a whole second with no trigger running: a burst sent now is planned whole by the
+    next trigger. (A trigger that overran its second, like a cold first one, starts the next at once,
+    off the second boundary: wait it out on the query's status, not for a fixed time.)"""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        at_second_fraction(0.3)
+        if not query.status["isTriggerActive"]:
+            return
+    raise AssertionError("the query never sat idle between two triggers")
+
+
 # ---------------------------------------------------------------------------------------
 # Shared data
 
@@ -454,7 +466,9 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
     sink = Sink("relative")
     query = None
     try:
-        time.sleep(2)  # a steady publish rate before the query starts
+        # A steady publish rate before the query starts: two seconds' worth published.
+        wait_until(lambda: len(publisher.acked) >= 2 * rate or publisher.error is not None, 60,
+                   interval_s=0.05, what="two seconds of publishing")
         query = start_query(spark, options(broker, tmp_path, topic, subscription="relative", throttlingMode="batch",
                                            relativeToPublishRate="true", dispatchThrottlingRatePerTopicInMsg=margin,
                                            metadataRefreshIntervalMs=300), tmp_path / "cp", sink)
@@ -463,7 +477,10 @@ def test_relative_to_publish_rate_keeps_up_and_drains_at_the_margin(spark, broke
         wait_until(lambda: sink.total() >= preexisting + publisher.published_by(time.time() - 1.0), 120,
                    what="the query to catch up")
         caught_up = time.time()
-        time.sleep(6)  # and it stays caught up
+        # And it stays caught up: six more batches of live messages (one per trigger).
+        seen = len(sink.data_batches())
+        wait_until(lambda: len(sink.data_batches()) >= seen + 6 or not query.isActive, 60,
+                   what="six batches after catching up")
     finally:
         if query is not None:
             stop(query, sink)
@@ -524,8 +541,7 @@ def test_auto_off_passes_small_bursts_and_throttles_a_large_backlog(spark, broke
     query = start_query(spark, query_options, tmp_path / "cp", sink)
     try:
         wait_until(lambda: len(sink.snapshot()) >= 1, 120, what="the first (empty) batch")
-        time.sleep(1.5)
-        at_second_fraction(0.3)  # send between two trigger starts, so one planning sees all of it
+        between_triggers(query)  # so that one planning sees all of the burst
         send_entries(pulsar_client, topic, burst, prefix="burst")
         wait_until(lambda: sink.total() >= burst, 60, what="the burst")
         # The burst's debt is paid back: the topic bucket, rolled to now, holds nothing used.
@@ -533,7 +549,7 @@ def test_auto_off_passes_small_bursts_and_throttles_a_large_backlog(spark, broke
         bucket = topic_key("options", p)
         wait_until(lambda: quota_state(opts, None, [p], time.time()).get("buckets", {}).get(bucket, {}).get("usedMessages", 0) == 0,
                    30, interval_s=0.05, what="the burst's debt to be paid back")
-        at_second_fraction(0.3)
+        between_triggers(query)
         send_entries(pulsar_client, topic, large, prefix="large")
         wait_until(lambda: sink.total() >= burst + large, 120, what="the large backlog")
     finally:
