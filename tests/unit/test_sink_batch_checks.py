@@ -142,3 +142,10 @@ def test_a_task_keeps_in_flight_what_the_broker_confirmed_in_the_last_quarter_of
     answers.pending = 2 * MIN_IN_FLIGHT
     answers.sending()  # a failed send lets the task go on (to stop and report it)
     assert Confirmations(send_timeout_s=0.0).in_flight_allowed() == MIN_IN_FLIGHT  # no timeout: sending() never waits
+
+
+def test_a_named_streams_query_name_is_spark_s_not_an_unknown_option(broker):
+    """DataStreamWriter.queryName("...") reaches the sink among its options, as checkpointLocation does."""
+    options = BASE | {"topic": "t", "queryName": "enrich-orders", "checkpointLocation": "/tmp/cp"}
+    assert str(parse_write_options(options).topic) == TOPIC
+    planned(options)
