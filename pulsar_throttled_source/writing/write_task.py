@@ -178,7 +178,10 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
             if answers.error:
                 break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
         if answers.error is None:
-            producers.flush()
+            try:
+                producers.flush()
+            except Exception:  # a send that failed fails the flush too; its callback names it (SendFailed below)
+                pass
         answers.wait(_wait_s(options.producer.kwargs))
         if answers.error is not None:
             raise SendFailed(options, *answers.error)

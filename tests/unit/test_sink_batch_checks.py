@@ -149,3 +149,29 @@ def test_a_named_streams_query_name_is_spark_s_not_an_unknown_option(broker):
     options = BASE | {"topic": "t", "queryName": "enrich-orders", "checkpointLocation": "/tmp/cp"}
     assert str(parse_write_options(options).topic) == TOPIC
     planned(options)
+
+
+def test_a_send_timing_out_in_the_flush_is_reported_naming_the_topic_and_the_option(monkeypatch):
+    from pulsar_throttled_source.writing import write_task
+    from pulsar_throttled_source.writing.message_columns import write_columns
+
+    class TimingOut:
+        """Sends wait in the queue; the flush gives up, as pulsar-client's does when the send timeout passes."""
+
+        def __init__(self) -> None:
+            self.callbacks: list = []
+
+        def send_async(self, value, callback, **_kwargs) -> None:
+            self.callbacks.append(callback)
+
+        def flush(self) -> None:
+            for callback in self.callbacks:
+                callback(pulsar.Result.Timeout, None)
+            raise pulsar.Timeout("Pulsar error: TimeOut")
+
+    producer = TimingOut()
+    monkeypatch.setattr(write_task, "partition_names", lambda config, topic: [topic])
+    monkeypatch.setattr(write_task, "producer_for", lambda config, destination, kwargs: (("k", destination), producer))
+    monkeypatch.setattr(write_task, "done_with", lambda keys, failed: None)
+    with pytest.raises(write_task.SendFailed, match=f"Sending to {TOPIC} .* failed: Timeout .*'pulsar.producer.sendTimeoutMillis'"):
+        write_task.write_rows([(b"a",), (b"b",)], parse_write_options(BASE | {"topic": "t"}), write_columns(VALUE, topic_option=True), task=0)
