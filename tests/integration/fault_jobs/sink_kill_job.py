@@ -104,6 +104,7 @@ def secured(spark, s: dict) -> None:
     """A batch write and a stream to the secured broker (its options hold the token and the trust file)."""
     from pyspark.sql import functions as F
 
+    spark.sparkContext.setLogLevel("INFO")  # the secrecy check reads everything Spark logs from here on
     options = {"service.url": s["service_url"], "admin.url": s["admin_url"], "topic": s["topic"], **s["options"]}
     df = spark.range(s["rows"], numPartitions=2).select(F.concat(F.lit("k"), (F.col("id") % 5).cast("string")).alias("key"),
                                                        F.concat(F.lit("batch-"), F.col("id").cast("string")).cast("binary").alias("value"))
