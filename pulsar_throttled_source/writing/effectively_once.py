@@ -10,13 +10,17 @@ the broker's message deduplication (Pulsar's Python client has no transactions).
 - When a producer opens, the broker says the highest sequence id it persisted for that name
   (`last_sequence_id()`): rows at or below it are skipped, the rest sent; what is resent anyway is dropped by the
   broker. This needs the same rows in the same order on a retry (docs/guides/writing.md, "Guarantees").
-- Deduplication must be on for every target topic: checked at the write's start for the `topic` option, and by
+- Deduplication must be on for every target topic: checked at the write's start (a stream's: when Spark plans a
+  micro-batch, a topic found deduplicating asked again after DEDUP_RECHECK_S) for the `topic` option, and by
   each task for a topic column's topics (deduplication_error names the topic and the admin command).
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..admin_endpoint import AdminEndpoint
@@ -65,14 +69,18 @@ def deduplication_error(admin: PulsarAdmin, topic: TopicName) -> str | None:
             f"--enable {topic.namespace_name}), or write with deliveryGuarantee=atLeastOnce.")
 
 
-_CHECKED: set[tuple[str, TopicName]] = set()  # topics a worker found deduplicating (a topic column's)
+DEDUP_RECHECK_S = 300.0  # a topic found deduplicating is asked again after this: a policy turned off mid-query shows up
+_CHECKED: dict[tuple[str, TopicName], float] = {}  # (admin URL, topic) -> when this process found it deduplicating
 _LOCK = threading.Lock()
 
 
-def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName]) -> None:
-    """Raise, naming the topic and the admin command, unless every topic deduplicates (each checked once per process)."""
+def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName], clock: Callable[[], float] = time.monotonic) -> None:
+    """Raise, naming the topic and the admin command, unless every topic deduplicates. A topic found deduplicating is
+    not asked again by this process for DEDUP_RECHECK_S: Spark asks for a stream's writer (where this runs) at every
+    micro-batch, twice (its planning and its commit), and every task of a topic column checks its topics."""
+    now = clock()
     with _LOCK:
-        todo = [t for t in topics if (endpoint.url, t.base) not in _CHECKED]
+        todo = [t for t in topics if now - _CHECKED.get((endpoint.url, t.base), -math.inf) >= DEDUP_RECHECK_S]
     if not todo:
         return
     admin = PulsarAdmin.at(endpoint, retry_timeout_s=0.0)
@@ -82,6 +90,6 @@ def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName]) -> Non
             if error:
                 raise ValueError(error)
             with _LOCK:
-                _CHECKED.add((endpoint.url, topic.base))
+                _CHECKED[(endpoint.url, topic.base)] = now
     finally:
         admin.close()

@@ -9,8 +9,9 @@ the task used is flushed and every send confirmed: a task that returns has all i
 from __future__ import annotations
 
 import threading
-from collections import Counter
-from collections.abc import Iterable
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,8 @@ from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
 
+MIN_IN_FLIGHT = 10  # sends a task may always have in flight (a slow broker's pace is learnt from their answers)
+
 
 @dataclass
 class SinkCommitMessage(WriterCommitMessage):
@@ -42,17 +45,35 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 class Confirmations:
-    """The broker's answers to a task's sends (they arrive on the client's threads)."""
+    """The broker's answers to a task's sends (they arrive on the client's threads), and how many sends may be in
+    flight. pulsar-client counts a send's timeout from when it enters the producer's queue, so a queue that drains
+    slowly (the broker throttling publishes: its publish-rate policy) would time sends out, a thousand messages
+    (maxPendingMessages' default) at 10 a second timing out 30 s sends. So a task keeps in flight no more than the
+    broker confirmed in the last quarter of the send timeout (at least MIN_IN_FLIGHT): a send waits its turn in the
+    task, not in the producer's queue, about a quarter of the timeout at most."""
 
-    def __init__(self) -> None:
+    def __init__(self, send_timeout_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self._done = threading.Condition()
         self.pending = 0
         self.confirmed: Counter[str] = Counter()
         self.error: tuple[str, Any] | None = None  # (destination, pulsar.Result) of the first failed send
+        self._clock = clock
+        self._window_s = send_timeout_s / 4
+        self._recent: deque[float] = deque()  # when each confirmation within the last window came
 
     def sending(self) -> None:
+        """Count a send, once fewer are in flight than the pace allows (or a send failed)."""
         with self._done:
+            if self._window_s:
+                self._done.wait_for(lambda: self.pending < self.in_flight_allowed() or self.error is not None)
             self.pending += 1
+
+    def in_flight_allowed(self) -> int:
+        """Confirmations within the last window (at least MIN_IN_FLIGHT); the caller holds the lock or is alone."""
+        since = self._clock() - self._window_s
+        while self._recent and self._recent[0] < since:
+            self._recent.popleft()
+        return max(MIN_IN_FLIGHT, len(self._recent))
 
     def callback(self, destination: str) -> Any:
         def answered(result: Any, _message_id: Any) -> None:
@@ -60,6 +81,8 @@ class Confirmations:
                 self.pending -= 1
                 if str(result).rsplit(".", 1)[-1] == "Ok":
                     self.confirmed[destination] += 1
+                    if self._window_s:
+                        self._recent.append(self._clock())
                 elif self.error is None:
                     self.error = (destination, result)
                 self._done.notify_all()
@@ -126,7 +149,7 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
     single = options.producer.routing_mode == "UseSinglePartition"
     routers: dict[str, Router] = {}
     producers = TaskProducers(options, identity)
-    answers = Confirmations()
+    answers = Confirmations(_send_timeout_s(options.producer.kwargs))
     payloads = TopicPayloads(columns, options.topic is not None, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
@@ -161,7 +184,10 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
             if answers.error:
                 break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
         if answers.error is None:
-            producers.flush()
+            try:
+                producers.flush()
+            except Exception:  # a send that failed fails the flush too; its callback names it (SendFailed below)
+                pass
         answers.wait(_wait_s(options.producer.kwargs))
         if answers.error is not None:
             raise SendFailed(options, *answers.error)
@@ -196,10 +222,15 @@ def _partitions(options: WriteOptions, topic: TopicName) -> int:
     return 0 if names == [str(topic)] else len(names)
 
 
+def _send_timeout_s(kwargs: tuple[tuple[str, Any], ...]) -> float:
+    """pulsar.producer.sendTimeoutMillis in seconds (pulsar-client's default: 30 s; 0: none)."""
+    return float(dict(kwargs).get("send_timeout_millis", 30_000)) / 1000
+
+
 def _wait_s(kwargs: tuple[tuple[str, Any], ...]) -> float | None:
     """How long confirmations may still take after a flush: the send timeout (0: none), plus a margin."""
-    timeout_ms = dict(kwargs).get("send_timeout_millis", 30_000)
-    return None if not timeout_ms else timeout_ms / 1000 + 30
+    timeout_s = _send_timeout_s(kwargs)
+    return None if not timeout_s else timeout_s + 30
 
 
 def _result_of(error: Exception) -> Any:

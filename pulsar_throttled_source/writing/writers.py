@@ -25,7 +25,10 @@ log = logging.getLogger(__name__)
 
 
 def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> tuple[WriteOptions, WriteColumns]:
-    """A write's options and columns, checked on the driver before any task runs (writer(), streamWriter())."""
+    """A write's options and columns, checked on the driver before any task runs (writer(), streamWriter()); a batch
+    write's broker checks too (for_batch). A stream's broker checks run when its writer is pickled for a micro-batch's
+    tasks (PulsarStreamWriter.__getstate__), since Spark asks for a stream's writer at every micro-batch twice: to
+    plan it and to commit it."""
     if overwrite:
         raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
                          "outputMode(\"append\") for a stream.")
@@ -36,16 +39,23 @@ def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> 
             raise ValueError("Option 'deliveryGuarantee'=effectivelyOnce needs option 'sinkId' for a batch write (df.write): "
                              "a name of this write's own, the same when it is run again (it names the producers whose "
                              "sequence ids the broker deduplicates). A stream uses its query's id unless sinkId is set.")
-        if options.topic is not None:
-            check_deduplication(options.admin, [options.topic])  # a topic column's topics: checked by the tasks
-            options = replace(options, pinned_partitions=pinned_partitions(options))
     elif options.sink_id is not None:
         raise ValueError("Option 'sinkId' applies with deliveryGuarantee=effectivelyOnce only; set that, or remove sinkId.")
-    return options, columns
+    return (options if stream else for_batch(options)), columns
+
+
+def for_batch(options: WriteOptions) -> WriteOptions:
+    """What the tasks of one batch write or micro-batch take from the broker, asked on the driver: under effectivelyOnce,
+    deduplication on the `topic` option's topic (a topic column's: checked by the tasks; a topic found deduplicating is
+    trusted for a while, effectively_once.check_deduplication) and its partition count, pinned for every task and retry."""
+    if not options.effectively_once or options.topic is None:
+        return options
+    check_deduplication(options.admin, [options.topic])
+    return replace(options, pinned_partitions=pinned_partitions(options))
 
 
 def pinned_partitions(options: WriteOptions) -> int:
-    """The `topic` option's partition count for the whole write (a stream's run): 0 when not partitioned."""
+    """The `topic` option's partition count for one batch write or micro-batch: 0 when not partitioned."""
     assert options.topic is not None
     admin = PulsarAdmin.at(options.admin)
     try:
@@ -93,6 +103,15 @@ class PulsarStreamWriter(DataSourceStreamWriter):
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
+        self.planned = False  # for_batch applied: done once, when Spark first pickles this writer for a micro-batch's tasks
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Spark pickles the writer it asked for to plan a micro-batch into the batch's tasks; the one it asks for to
+        commit the batch is never pickled. So the broker checks and the partition pins run once per micro-batch, here."""
+        if not self.planned:
+            self.options = for_batch(self.options)
+            self.planned = True
+        return self.__dict__
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         return write_rows(iterator, self.options, self.columns, _task_partition())

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import threading
@@ -31,6 +30,7 @@ from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
 from redis_server import PASSWORD as REDIS_PASSWORD
 from redis_server import redis_server
+from secrecy import JWT, assert_no_secret, files_text
 from secured_broker import AUTH_PROVIDERS, SUPERUSER, SecuredBroker, secured_broker
 from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
 
@@ -49,8 +49,6 @@ JAVA = "org.apache.pulsar.client.impl.auth."
 FAIL_BOUND_S = 30
 BASIC_PASSWORD = "b4sic-Passw0rd"
 METRICS_PASSWORD, ADMIN_URL_PASSWORD = "m3trics-pr0xy-pw", "4dmin-url-pw"  # in URLs (no word Spark's redaction matches)
-# A JWT anywhere in an output is a leaked credential (access tokens, static tokens).
-JWT = re.compile(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")
 
 
 @pytest.fixture(scope="module")
@@ -446,13 +444,10 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
     assert "quotaStorePassword=*********(redacted)" in log and "adaptiveThrottlingMetricsUrl=*********(redacted)" in log
     assert " INFO " in log  # the check ran at INFO level
     assert log.count("pulsar.client.authParams=*********(redacted)") >= len(auths), "explain() did not show the options"
-    event_log = "".join(p.read_text(errors="replace") for p in events.rglob("*") if p.is_file())
+    event_log = files_text(events)
     assert "SparkListenerSQLExecutionStart" in event_log  # query plans are in it
-    checkpoints = "".join(p.read_text(errors="replace") for p in work.rglob("*") if p.is_file() and p.suffix != ".sqlite")
+    checkpoints = files_text(work, skip_suffixes=(".sqlite",))
     key_body = sb.certs.client(READER).key.read_text().splitlines()[1]  # a line of the client key itself
     secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *tokens,
                REDIS_PASSWORD, METRICS_PASSWORD, ADMIN_URL_PASSWORD]
-    for where, text in (("the spark-submit output", log), ("the event log", event_log), ("the checkpoints", checkpoints)):
-        for secret in secrets:
-            assert secret not in text, f"a secret appears in {where} ({tmp_path})"
-        assert not JWT.search(text), f"a token appears in {where} ({tmp_path}): {JWT.search(text)}"
+    assert_no_secret({"the spark-submit output": log, "the event log": event_log, "the checkpoints": checkpoints}, secrets, tmp_path)

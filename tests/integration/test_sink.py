@@ -18,6 +18,7 @@ import requests
 from helpers import create_namespace, create_topic, produce
 from java_producer import KeyProducer
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
+from sink_checks import properties_of, read_back, sink_options
 from streaming import read_stream, source_options
 
 from pulsar_throttled_source.writing.routing import key_partition
@@ -27,34 +28,6 @@ UTC = dt.timezone.utc
 SCHEMA = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
                      StructField("properties", MapType(StringType(), StringType())), StructField("eventTime", TimestampType()),
                      StructField("orderingKey", StringType())])
-
-
-def read_back(client: pulsar.Client, topic: str, expected: int | None) -> list[tuple]:
-    """Every message of every partition of `topic`, as (partition, value or None, key, properties, event time ms, ordering key)."""
-    got: list[tuple] = []
-    for partition in client.get_topic_partitions(topic):
-        reader = client.create_reader(partition, pulsar.MessageId.earliest)
-        try:
-            while reader.has_message_available():
-                m = reader.read_next(10_000)
-                got.append((m.message_id().partition(), None if m.has_null_value() else m.data(), m.partition_key() or None,
-                            _props(m.properties()), m.event_timestamp() or None, _text(m.ordering_key())))
-        finally:
-            reader.close()
-    assert expected is None or len(got) == expected, f"{len(got)} messages in {topic}, expected {expected}"
-    return got
-
-
-def _props(properties: dict[str, str] | None) -> tuple[tuple[str, str], ...] | None:
-    return tuple(sorted(properties.items())) if properties else None
-
-
-def _text(value: str | bytes | None) -> str | None:
-    return (value.decode() if isinstance(value, bytes) else value) or None
-
-
-def sink_options(broker, topic: str | None, **extra: str) -> dict[str, str]:
-    return {"service.url": broker.service_url, "admin.url": broker.admin_url, **({"topic": topic} if topic else {}), **extra}
 
 
 def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, unique):
@@ -68,7 +41,7 @@ def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, un
 
     got = read_back(pulsar_client, topic, len(rows))
     ms = lambda t: None if t is None else int(t.timestamp() * 1000)  # noqa: E731
-    assert Counter(g[1:] for g in got) == Counter((v, k, _props(p), ms(t), o) for k, v, p, t, o in rows)
+    assert Counter(g[1:] for g in got) == Counter((v, k, properties_of(p), ms(t), o) for k, v, p, t, o in rows)
     keyed = [g for g in got if g[2] is not None]
     assert keyed and all(g[0] == key_partition(g[2], 3) for g in keyed)  # the Java client's choice: see the next test
     unkeyed = Counter(g[0] for g in got if g[2] is None)
@@ -110,7 +83,7 @@ def test_a_stream_from_this_source_writes_back_without_renaming(spark, broker, a
     assert len([p for p in query.recentProgress if p["numInputRows"]]) > 1  # several micro-batches
     got = read_back(pulsar_client, target, len(sent))
     # Each message kept its payload, key and properties, and its partition (the source's `partition` column).
-    assert Counter((g[0], g[1], g[2], g[3]) for g in got) == Counter((s.partition, s.payload, s.key, _props(s.properties)) for s in sent)
+    assert Counter((g[0], g[1], g[2], g[3]) for g in got) == Counter((s.partition, s.payload, s.key, properties_of(s.properties)) for s in sent)
 
 
 def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin, pulsar_client, unique):
