@@ -24,3 +24,13 @@ def test_the_record_is_read_back_and_a_broken_one_counts_as_none(tmp_path: Path)
     path.write_text("{not json")
     assert recorded_seconds(path) == {}
     assert recorded_seconds(tmp_path / "missing.json") == {}
+
+
+def test_every_test_file_has_a_basename_of_its_own() -> None:
+    """pytest imports test files by basename (no packages under tests/): a unit and an integration file of one name
+    make the second fail to collect ("import file mismatch"), in a clean clone only."""
+    tests = Path(__file__).resolve().parents[1]
+    names: dict[str, list[str]] = {}
+    for path in tests.rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(tests)))
+    assert not {n: p for n, p in names.items() if len(p) > 1}
