@@ -10,7 +10,7 @@ repeatedly with a warm metadata cache. Prints the median and p99 per partition c
 the number of admin requests made during 100 idle polls inside the metadata refresh
 interval. Targets: median < 20 ms at 64 partitions; 0 admin requests on idle polls.
 
-    .venv/bin/python bench/planning.py [--calls 300] [--keep-broker-dir DIR]
+    .venv/bin/python bench/planning.py [--calls 300] [--transactions] [--max-messages N]
 """
 
 from __future__ import annotations
@@ -61,8 +61,11 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int) -> AdmissionControlStreamReader:
+def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int,
+               max_messages: int = 0) -> AdmissionControlStreamReader:
+    cap = {"maxMessagesPerTrigger": str(max_messages)} if max_messages else {}
     return AdmissionControlStreamReader(parse_options({
+        **cap,
         "service.url": broker.service_url,
         "admin.url": broker.admin_url,
         "topic": topic,
@@ -77,6 +80,25 @@ def reader_for(broker: LocalBroker, topic: str, state: Path, refresh_ms: int) ->
     }))
 
 
+def uncapped_ratio(broker: LocalBroker, topic: str, work: Path, n: int, calls: int,
+                   capped: AdmissionControlStreamReader, start: object) -> str:
+    """Warm calls with and without maxMessagesPerTrigger, interleaved so both see the same machine load."""
+    plain = reader_for(broker, topic, work / f"quota-plain-{n}.sqlite", refresh_ms=3_600_000)
+    plain_start = plain.initialOffset()
+    limit = ReadMaxRows(UNLIMITED_ROWS)
+    for _ in range(20):
+        plain.latestOffset(plain_start, limit)
+    with_cap, without = [], []
+    for _ in range(calls):
+        for reader, begin, times in ((capped, start, with_cap), (plain, plain_start, without)):
+            t0 = time.perf_counter()
+            reader.latestOffset(begin, limit)
+            times.append((time.perf_counter() - t0) * 1000)
+    plain.stop()
+    a, b = statistics.median(with_cap), statistics.median(without)
+    return f"median {b:.2f} ms uncapped, {a:.2f} ms capped: the cap costs x{a / b:.2f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=300, help="timed latestOffset calls per partition count")
@@ -84,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle-polls", type=int, default=100)
     parser.add_argument("--transactions", action="store_true",
                         help="broker with a transaction coordinator: planning also reads each partition's max read position")
+    parser.add_argument("--max-messages", type=int, default=0,
+                        help="maxMessagesPerTrigger on every reader (0: off): the cap's cut is planned on every call")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     logging.getLogger("pulsar_throttled_source").setLevel(logging.WARNING)
@@ -105,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         for n, topic in topics.items():
             # A refresh interval longer than the run: every timed call uses the cached layouts.
             state = work / f"quota-{n}.sqlite"
-            reader = reader_for(broker, topic, state, refresh_ms=3_600_000)
+            reader = reader_for(broker, topic, state, refresh_ms=3_600_000, max_messages=args.max_messages)
             start = reader.initialOffset()
             limit = ReadMaxRows(UNLIMITED_ROWS)
             # Warm up (engine, SQLite connection, imports) until a call asks the broker nothing: a new
@@ -128,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             assert len(buckets) == 1 + 2 * n, buckets
             results[n] = (statistics.median(times), percentile(times, 0.99))
             # For comparison: a metadata refresh (admin round trips) on every call.
-            cold = reader_for(broker, topic, work / f"quota-cold-{n}.sqlite", refresh_ms=0)
+            cold = reader_for(broker, topic, work / f"quota-cold-{n}.sqlite", refresh_ms=0, max_messages=args.max_messages)
             cold_start = cold.initialOffset()
             cold_times = []
             for _ in range(args.cold_calls):
@@ -137,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                 cold_times.append((time.perf_counter() - t0) * 1000)
             print(f"  {n:3d} partitions: median {results[n][0]:7.2f} ms   p99 {results[n][1]:7.2f} ms   ({warm_up} warm-up calls)"
                   f"   (cold cache, refresh every call: median {statistics.median(cold_times):7.2f} ms)")
+            if args.max_messages:
+                print(f"        beside it, the same calls without the cap: {uncapped_ratio(broker, topic, work, n, args.calls, reader, start)}")
             reader.stop()
             cold.stop()
 
