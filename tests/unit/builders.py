@@ -12,6 +12,7 @@ from typing import Any
 from fakes import FakeAdmin, FakeCatalog, FakeClock
 from memory_quota_store import MemoryQuotaStore
 from pyspark.sql.streaming.datasource import ReadMaxRows
+from pyspark.sql.types import DataType, StructField, StructType
 
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
 from pulsar_throttled_source.metadata.catalog import CatalogSettings, PartitionCatalog
@@ -169,6 +170,14 @@ def entries_holding(estimate, msgs: float) -> int:
     while estimate.total(held + 1) <= msgs:
         held += 1
     return held
+
+
+# --- a write's columns
+
+
+def columns(*fields: tuple[str, DataType]) -> StructType:
+    """A DataFrame's columns, (name, type) each, all nullable: what a write (the sink) is given."""
+    return StructType([StructField(name, kind, True) for name, kind in fields])
 
 
 # --- looks only tests take
