@@ -17,7 +17,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from .metadata.admin import PulsarAdmin
-from .metadata.catalog import PartitionCatalog
+from .metadata.catalog import CatalogSettings, PartitionCatalog
 from .options import SourceOptions
 from .options.query_kinds import check_batch_options
 from .planning.batch_range import plan_batch
@@ -40,7 +40,7 @@ class PulsarBatchReader(DataSourceReader):
         admin = PulsarAdmin.for_planning(o)
         guard = TopicSchemaGuard(admin, self.value_schema).check if o.decode_schema else None
         # With the publish counters: their messages per entry size the read tasks' receiver queues (reading/receiver_queue.py).
-        catalog = PartitionCatalog.for_query(o, admin, streaming=False, on_topics=guard)
+        catalog = PartitionCatalog(admin, CatalogSettings.of(o, streaming=False), on_topics=guard)
         try:
             return plan_batch(o, catalog, admin, o.read_task_config(self.value_schema))
         finally:

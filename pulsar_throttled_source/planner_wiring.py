@@ -15,7 +15,7 @@ from dataclasses import replace
 from .adaptive_throttle import AdaptiveThrottle
 from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
-from .metadata.catalog import PartitionCatalog
+from .metadata.catalog import CatalogSettings, PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
 from .metadata.entry_sizes import EntrySizes
 from .metadata.policies import BrokerPolicies
@@ -92,4 +92,4 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
 def _catalog(o: SourceOptions, admin: PulsarAdmin, value_schema: ValueSchema | None) -> PartitionCatalog:
     # Topics a pattern matches later must carry the schema type the query's columns decode.
     guard = TopicSchemaGuard(admin, value_schema).check if o.decode_schema else None
-    return PartitionCatalog.for_query(o, admin, streaming=True, on_topics=guard)
+    return PartitionCatalog(admin, CatalogSettings.of(o, streaming=True), on_topics=guard)

@@ -29,7 +29,7 @@ from typing import Any
 from .checkpoint_log import CheckpointError, CommittedBatch, committed_batch
 from .metadata.admin import PulsarAdmin
 from .metadata.admin_http import AdminError
-from .metadata.catalog import CatalogSnapshot, PartitionCatalog
+from .metadata.catalog import CatalogSettings, CatalogSnapshot, PartitionCatalog
 from .metadata.publish_times import OldestUnread
 from .options import SETTINGS, SourceOptions, parse_options
 from .options.passthrough import short_name
@@ -46,7 +46,7 @@ _TOPIC_OPTIONS = ("topic", "topics", "topicspattern")
 def status(batch: CommittedBatch, options: SourceOptions, timeout_s: float = LOOKUP_TIMEOUT_S) -> dict[str, Any]:
     """The status report of the query whose committed batch is `batch` (see the module doc)."""
     admin = PulsarAdmin.at(options.admin, retry_timeout_s=0.0)
-    catalog = PartitionCatalog.for_query(options, admin, streaming=False)
+    catalog = PartitionCatalog(admin, CatalogSettings.of(options, streaming=False))
     try:
         snap = catalog.snapshot(force=True)
     finally:

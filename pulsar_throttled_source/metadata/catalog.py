@@ -66,58 +66,65 @@ class PublishCounters:
     """The publish counters a catalog last fetched and when they are due again. They are a second request per
     topic: asked with every refresh where they must be live (refresh_s 0), else at most every refresh_s."""
 
-    def __init__(self, enabled: bool, refresh_s: float) -> None:
-        self._enabled = enabled
+    def __init__(self, refresh_s: float) -> None:
         self._refresh_s = refresh_s
         self.stats: dict[str, PublishStats] = {}
         self.at = 0.0  # when `stats` were fetched
         self.throttled: dict[str, int | None] = {}  # the other subscriptions' throttling counters, fetched with them
 
     def due(self, now: float) -> bool:
-        return self._enabled and (not self.stats or now - self.at >= self._refresh_s)
+        return not self.stats or now - self.at >= self._refresh_s
 
     def fetched(self, now: float, stats: dict[str, PublishStats], throttled: dict[str, int | None]) -> PublishCounters:
         self.stats, self.at, self.throttled = stats, now, throttled
         return self
 
 
+@dataclass(frozen=True)
+class CatalogSettings:
+    """What a catalog reads and how often, as a query's options say (`of`)."""
+
+    topics: tuple[TopicName, ...]  # the named topics (none with a pattern)
+    pattern: re.Pattern[str] | None  # else the topics of `pattern_namespace` it matches, found again each refresh
+    pattern_namespace: str | None
+    refresh_s: float  # metadataRefreshIntervalMs: how long a snapshot is reused
+    stats_refresh_s: float  # how often the publish counters are asked (0: with every refresh)
+    in_background: bool  # a stream's snapshots are refreshed by a thread; a one-shot plan's fetched when asked
+    own_subscription: str | None  # left out of the others' throttling counters
+
+    @classmethod
+    def of(cls, options: SourceOptions, *, streaming: bool) -> CatalogSettings:
+        """A stream's catalog is refreshed in the background, a one-shot plan's (a batch query, the status
+        command) fetched when asked; the publish counters as often as stats_refresh_s says."""
+        o = options
+        return cls(o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms / 1000.0,
+                   stats_refresh_s(o, streaming), in_background=streaming, own_subscription=o.subscription)
+
+
 class PartitionCatalog:
     """The topics a query reads (named, or those a pattern matches in its namespace) and each partition's ledger
     layout, one snapshot per refresh; with them the publish counters at their cadence (stats_refresh_s), the
     transaction max read positions (max_read), the congestion counters, and the schema check of each refresh's
-    topics (`on_topics`). Requests go a few at a time (request_pool). Callers build it with for_query."""
+    topics (`on_topics`). Requests go a few at a time (request_pool). Every caller builds it the same way:
+    PartitionCatalog(admin, CatalogSettings.of(options, streaming=...), on_topics=...)."""
 
-    def __init__(self, admin: PulsarAdmin, topics: tuple[TopicName, ...], pattern: re.Pattern[str] | None,
-                 pattern_namespace: str | None, refresh_ms: int, with_stats: bool,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_topics: Callable[[list[TopicName]], None] | None = None, stats_refresh_s: float = 0.0,
-                 in_background: bool = False, own_subscription: str | None = None) -> None:
+    def __init__(self, admin: PulsarAdmin, settings: CatalogSettings,
+                 on_topics: Callable[[list[TopicName]], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._admin = admin
-        self._own_subscription = own_subscription  # left out of the others' throttling counters
-        self._topics = topics
-        self._pattern = pattern
-        self._namespace = pattern_namespace
-        self._refresh_s = refresh_ms / 1000.0
-        self._counters = PublishCounters(with_stats, stats_refresh_s)
-        self._clock = clock
+        self._own_subscription = settings.own_subscription
+        self._topics = settings.topics
+        self._pattern = settings.pattern
+        self._namespace = settings.pattern_namespace
+        self._counters = PublishCounters(settings.stats_refresh_s)
         self._on_topics = on_topics  # sees each refresh's topics before any is planned, after their layouts (schema checks)
         self._partitioned: dict[TopicName, bool] = {}  # learned once per topic: partitioned or not
         self._seen: set[TopicName] = set()
         self._built: dict[str, PartitionLayout] = {}
         self._requests = RequestPool()
         self._max_read = MaxReadPositions(admin, self._requests)  # the transactions probe
-        self._refresh = BackgroundRefresh(self._fetch, self._refresh_s, "pulsar-catalog-refresh", clock, in_background)
-
-    @classmethod
-    def for_query(cls, options: SourceOptions, admin: PulsarAdmin, *, streaming: bool,
-                  on_topics: Callable[[list[TopicName]], None] | None = None) -> PartitionCatalog:
-        """The catalog of the topics `options` name, as every caller builds it: a stream's is refreshed in the
-        background, a one-shot plan's (a batch query, the status command) fetched when asked; the publish
-        counters as often as stats_refresh_s says. `on_topics`: the schema check of the topics found."""
-        o = options
-        return cls(admin, o.topics, o.topics_pattern, o.pattern_namespace, o.metadata_refresh_ms, True,
-                   on_topics=on_topics, stats_refresh_s=stats_refresh_s(o, streaming),
-                   in_background=streaming, own_subscription=o.subscription)
+        self._refresh = BackgroundRefresh(self._fetch, settings.refresh_s, "pulsar-catalog-refresh", clock,
+                                          settings.in_background)
 
     def snapshot(self, force: bool = False) -> CatalogSnapshot:
         """The newest snapshot; `force`: one fetched now (where a query starts, or fixes its end)."""

@@ -36,6 +36,14 @@ class TriggerOutcome:
     read_limit_cut: int = 0  # partitions maxEntriesPerTrigger gave less than their backlog
 
 
+@dataclass(frozen=True)
+class AdmittedBatch:
+    """admit()'s answer: the entries each partition may advance, and what held the batch back."""
+
+    entries: dict[str, int]  # partition -> entries admitted (none: no batch)
+    outcome: TriggerOutcome = field(default_factory=TriggerOutcome)
+
+
 class BatchAdmission:
     """Turns backlogs and Spark's read limit into entries per partition, logging the quota verdict."""
 
@@ -48,29 +56,27 @@ class BatchAdmission:
         self._entry_sizes = entry_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
-        self.outcome = TriggerOutcome()  # of the last admit() call
 
     def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
-              accept: Callable[[int], bool] | None = None, entry_caps: Mapping[str, int] | None = None) -> dict[str, int]:
+              accept: Callable[[int], bool] | None = None, entry_caps: Mapping[str, int] | None = None) -> AdmittedBatch:
         """Entries per partition for the next batch. `accept` (the trigger floor) sees the total
         admitted and may refuse the batch: then {} is returned and no quota is charged. `entry_caps`: the
         entries maxMessagesPerTrigger leaves each partition (planning/message_cap.py), applied first."""
         wanted = {p: b.entries for p, b in backlogs.items() if b.entries > 0}
         if entry_caps is not None:
             wanted = {p: n for p, b in wanted.items() if (n := min(b, entry_caps.get(p, 0))) > 0}
-        self.outcome = TriggerOutcome()
         if not wanted:
-            return {}
+            return AdmittedBatch({})
+        outcome = TriggerOutcome()
         read_all = limit.read_all
         if limit.max_entries is not None and limit.max_entries < sum(wanted.values()):
             capped = split_proportionally(wanted, limit.max_entries)
-            self.outcome = TriggerOutcome(read_limit_cut=sum(1 for p, n in capped.items() if n < wanted[p]))
+            outcome = TriggerOutcome(read_limit_cut=sum(1 for p, n in capped.items() if n < wanted[p]))
             wanted = capped
         if not self._options.throttled:
             if accept is None or accept(sum(wanted.values())):
-                return wanted
-            self.outcome = replace(self.outcome, floor_held=True)
-            return {}
+                return AdmittedBatch(wanted, outcome)
+            return AdmittedBatch({}, replace(outcome, floor_held=True))
         if read_all and not self._warned_read_all:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
@@ -80,14 +86,14 @@ class BatchAdmission:
         engine = self._engine()
         admissions = engine.plan(demands, unthrottled=read_all, accept=accept)
         if not admissions:
-            self.outcome = replace(self.outcome, floor_held=bool(demands))
-            return {}  # held back by `accept`: nothing charged, nothing to look up ahead
-        self.outcome = replace(self.outcome, levels=tuple(engine.last_levels),
-                               held_back={a.partition: a.held_back for a in admissions if a.held_back})
+            # held back by `accept`: nothing charged, nothing to look up ahead
+            return AdmittedBatch({}, replace(outcome, floor_held=bool(demands)))
+        outcome = replace(outcome, levels=tuple(engine.last_levels),
+                          held_back={a.partition: a.held_back for a in admissions if a.held_back})
         self._log_summary(engine, admissions)
         for admission in admissions:  # the next window's entries, looked up while this batch runs
             self._entry_sizes.prefetch(admission.partition, backlogs[admission.partition], admission.entries)
-        return {a.partition: a.entries for a in admissions}
+        return AdmittedBatch({a.partition: a.entries for a in admissions}, outcome)
 
     def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
         o = self._options

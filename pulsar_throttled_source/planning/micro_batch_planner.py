@@ -27,7 +27,7 @@ from ..options import SourceOptions
 from ..positions import BEFORE_EARLIEST, EntryPosition
 from ..read_task import ClientConfig, ReadTask
 from ..throttling.publish_rates import PublishRateTracker
-from .admission import BatchAdmission
+from .admission import AdmittedBatch, BatchAdmission
 from .batch_range import bound_messages
 from .data_loss import DataLossPolicy
 from .message_cap import Cut, MessageCap
@@ -132,25 +132,25 @@ class MicroBatchPlanner:
         cap = None if limit.read_all else self.options.max_messages_per_trigger
         skipped = {q: k for q, k in start.cuts.items() if q in starts}  # messages of a first entry already delivered
 
-        def admit() -> tuple[dict[str, int], dict[str, Cut]]:
+        def admit() -> tuple[AdmittedBatch, dict[str, Cut]]:
             cuts = p.message_cap.cut(backlogs, skipped, cap) if cap is not None and p.message_cap is not None else None
             caps = {q: c.entries for q, c in cuts.items()} if cuts is not None else None
             return p.admission.admit(backlogs, limit, accept, caps), cuts or {}
 
-        admitted, cuts = admit()
+        batch, cuts = admit()
         # Spark ends a Trigger.AvailableNow query at the first trigger that plans no data, so
         # an exhausted quota window must not plan an empty batch before the target is reached:
         # wait for the next window (windows start on whole epoch seconds) and plan again.
-        while self._target is not None and not any(admitted.values()) and any(b.entries for b in backlogs.values()):
+        while self._target is not None and not any(batch.entries.values()) and any(b.entries for b in backlogs.values()):
             log.info("Trigger.AvailableNow: quota exhausted for this window; waiting for the next one")
             p.sleep(1.0 - p.clock() % 1.0 + 0.01)
-            admitted, cuts = admit()
+            batch, cuts = admit()
 
         end = dict(starts)
         end_cuts = dict(skipped)
         for partition, backlog in backlogs.items():
             s = starts.get(partition, BEFORE_EARLIEST)
-            n = admitted.get(partition, 0)
+            n = batch.entries.get(partition, 0)
             if not n and partition not in starts:
                 continue  # a new partition nothing was admitted from: left out, or Spark would run an empty batch
             if not n:
@@ -167,7 +167,7 @@ class MicroBatchPlanner:
             # A batch that ends a closed ledger ends "before the next one" (only when it moved:
             # an unchanged offset must stay equal, or Spark would run an empty batch).
             end[partition] = snap.layouts[partition].past_ledger_end(last)
-        self._report = p.progress.report(snap, end, p.admission.outcome, p.adaptive.report() if p.adaptive else None)
+        self._report = p.progress.report(snap, end, batch.outcome, p.adaptive.report() if p.adaptive else None)
         if end == given and end_cuts == skipped:
             return Unchanged(start)  # no new batch (and its report, on 4.0/4.1, the one it was planned with)
         return self._next_batch(start, end, snap, end_cuts)

@@ -4,14 +4,18 @@ engine is asked for, backlogs of entries, and looks into stores and columns that
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
+from dataclasses import replace
 from typing import Any
 
-from fakes import FakeCatalog, FakeClock
+from fakes import FakeAdmin, FakeCatalog, FakeClock
 from memory_quota_store import MemoryQuotaStore
 from pyspark.sql.streaming.datasource import ReadMaxRows
+from pyspark.sql.types import DataType, StructField, StructType
 
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
+from pulsar_throttled_source.metadata.catalog import CatalogSettings, PartitionCatalog
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.metadata.publish_times import OldestUnread
 from pulsar_throttled_source.offsets import LEDGER_ENDS, PROGRESS, QUERY_ID, QUERY_START
@@ -25,6 +29,7 @@ from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+from pulsar_throttled_source.topics import TopicName
 
 TOPIC = "persistent://public/default/orders"
 P0, P1 = f"{TOPIC}-partition-0", f"{TOPIC}-partition-1"
@@ -87,6 +92,17 @@ def on_catalog(r, catalog: FakeCatalog, publish_ms: dict[str, Any] | None = None
     r._planner = build_planner(r.options, r.value_schema, r._clock, r._sleep, r.progress_in_offset, catalog=catalog,
                                oldest_unread=oldest_unread)
     return r
+
+
+def catalog_of(admin: FakeAdmin, clock: FakeClock, *topics: str, pattern: str | None = None, streaming: bool = True,
+               on_topics: Callable[[list[TopicName]], None] | None = None, **options: object) -> PartitionCatalog:
+    """A PartitionCatalog of the named topics (or `pattern`) on a fake admin API, built as every caller builds it,
+    from the query's options (a stream's unless `streaming` is False); its snapshots fetched when asked, never by
+    a refresh thread: the fake clock moves time."""
+    which = {"topicsPattern": pattern} if pattern else {"topics": ",".join(topics)}
+    parsed = parse_options({**URLS, **which, **{k: str(v) for k, v in options.items()}})
+    settings = replace(CatalogSettings.of(parsed, streaming=streaming), in_background=False)
+    return PartitionCatalog(admin, settings, on_topics, clock)  # type: ignore[arg-type]
 
 
 def positions(offsets: dict) -> dict[str, tuple[int, int]]:
@@ -154,6 +170,14 @@ def entries_holding(estimate, msgs: float) -> int:
     while estimate.total(held + 1) <= msgs:
         held += 1
     return held
+
+
+# --- a write's columns
+
+
+def columns(*fields: tuple[str, DataType]) -> StructType:
+    """A DataFrame's columns, (name, type) each, all nullable: what a write (the sink) is given."""
+    return StructType([StructField(name, kind, True) for name, kind in fields])
 
 
 # --- looks only tests take

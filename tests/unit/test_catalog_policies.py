@@ -3,14 +3,12 @@ what is asked of the broker, when, and what a snapshot holds."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
-from builders import URLS
+from builders import URLS, catalog_of
 from fakes import FakeAdmin, FakeClock
 
 from pulsar_throttled_source.metadata.admin_http import TopicNotFound
-from pulsar_throttled_source.metadata.catalog import PartitionCatalog, stats_refresh_s
+from pulsar_throttled_source.metadata.catalog import CatalogSettings, PartitionCatalog, stats_refresh_s
 from pulsar_throttled_source.metadata.policies import BrokerPolicies, rate_from_policy
 from pulsar_throttled_source.metadata.request_pool import RequestPool
 from pulsar_throttled_source.options import parse_options
@@ -22,9 +20,8 @@ NS = "persistent://public/default"
 
 
 def catalog(admin: FakeAdmin, clock: FakeClock, *topics: str, pattern: str | None = None) -> PartitionCatalog:
-    names = tuple(TopicName.parse(t) for t in topics)
-    regex = re.compile(pattern) if pattern else None
-    return PartitionCatalog(admin, names, regex, "public/default" if pattern else None, 1_000, False, clock)  # type: ignore[arg-type]
+    """A stream's catalog (the publish counters every policyRefreshIntervalMs, 30 s), refreshed every second."""
+    return catalog_of(admin, clock, *topics, pattern=pattern)
 
 
 def test_a_snapshot_is_reused_within_the_refresh_interval_and_the_partition_count_asked_once():
@@ -146,12 +143,12 @@ def test_broker_policies_are_reread_after_the_refresh_interval():
 def test_publish_stats_are_asked_every_refresh_only_when_rates_must_be_live():
     """Stats are a second request per topic: live counters only for relative quotas, else at most
     every stats_refresh_s, each snapshot saying when its stats were fetched."""
-    for refresh_s, expected in ((0.0, 5), (30.0, 2)):
+    relative = {"dispatchThrottlingRatePerTopicInMsg": 10, "relativeToPublishRate": "true"}
+    for options, refresh_s, expected in ((relative, 0.0, 5), ({}, 30.0, 2)):
         admin, clock = FakeAdmin(), FakeClock(100.0)
         admin.transactions = False  # with transactions, stats come with every refresh for their open transactions
         admin.partitions[f"{NS}/t"] = 2
-        cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
-                               stats_refresh_s=refresh_s)
+        cat = catalog_of(admin, clock, f"{NS}/t", **options)
         for _ in range(5):
             snap = cat.snapshot()
             assert set(snap.stats) == set(snap.layouts)
@@ -179,8 +176,7 @@ def test_topics_are_checked_after_their_layouts_so_a_producer_connecting_between
         wrong = [str(t) for t in topics if schemas.get(str(t)) == "JSON"]
         if wrong:
             raise ValueError(f"schema JSON on {wrong}")
-    cat = PartitionCatalog(admin, (), re.compile(f"{NS}/p-.*"), "public/default", 1_000, False, clock,  # type: ignore[arg-type]
-                           on_topics=check)
+    cat = catalog_of(admin, clock, pattern=f"{NS}/p-.*", on_topics=check)
     with pytest.raises(ValueError, match="p-json"):
         cat.snapshot()
 
@@ -201,8 +197,7 @@ def test_snapshots_carry_pending_adds_and_the_other_subscriptions_throttling_cou
                 "ingest": {"durable": True, "dispatchThrottledMsgEventsByTopicLimit": 100}}  # the query's own
         return {p: {**s, "subscriptions": subs} for p, s in read_stats(topic).items()}
     admin.partitioned_internal_stats, admin.partitioned_stats = with_pending, with_subscriptions  # type: ignore[method-assign]
-    cat = PartitionCatalog(admin, (TopicName.parse(f"{NS}/t"),), None, None, 1_000, True, clock,  # type: ignore[arg-type]
-                           own_subscription="ingest")
+    cat = catalog_of(admin, clock, f"{NS}/t", subscription="ingest")
     stress = cat.snapshot().stress
     assert {p: (s.pending_adds, s.throttled_events) for p, s in stress.items()} == {
         f"{NS}/t-partition-0": (3, 4), f"{NS}/t-partition-1": (3, 4)}
@@ -220,7 +215,8 @@ def test_every_caller_builds_its_catalog_with_the_stats_cadence_its_options_need
     assert stats_refresh_s(options, streaming) == expected
     admin = FakeAdmin()
     admin.partitions[f"{NS}/t"] = 2
-    cat = PartitionCatalog.for_query(options, admin, streaming=False)  # type: ignore[arg-type]
+    assert CatalogSettings.of(options, streaming=streaming).in_background == streaming  # a stream's refresh thread
+    cat = PartitionCatalog(admin, CatalogSettings.of(options, streaming=False))  # type: ignore[arg-type]
     try:
         snap = cat.snapshot(force=True)  # the named topics' partitions, with their counters at the first fetch
         assert set(snap.layouts) == set(snap.stats) == {f"{NS}/t-partition-0", f"{NS}/t-partition-1"}

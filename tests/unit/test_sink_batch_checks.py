@@ -9,6 +9,7 @@ import pickle
 
 import pulsar
 import pytest
+from builders import URLS
 from fakes import FakeClock
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
@@ -19,7 +20,6 @@ from pulsar_throttled_source.writing.effectively_once import DEDUP_RECHECK_S, ch
 from pulsar_throttled_source.writing.write_options import parse_write_options
 from pulsar_throttled_source.writing.writers import PulsarStreamWriter, write_plan
 
-BASE = {"service.url": "pulsar://127.0.0.1:6650", "admin.url": "http://127.0.0.1:8080"}
 VALUE = StructType([StructField("value", BinaryType(), True)])
 TOPIC = "persistent://public/default/t"
 
@@ -44,7 +44,8 @@ class Broker:
         return self.partitions
 
     def topic_schema(self, topic: TopicName) -> None:
-        return None  # a topic without a schema (the write's schema lookup is not what these tests count)
+        self.asked.append(f"schema {topic}")
+        return None  # a topic without a schema
 
     def close(self) -> None:
         pass
@@ -68,34 +69,38 @@ def planned(options: dict[str, str], schema: StructType = VALUE) -> PulsarStream
 
 
 def test_a_stream_checks_deduplication_once_and_pins_partitions_per_micro_batch_and_a_commit_asks_nothing(broker):
-    options = BASE | {"topic": "t", "deliveryGuarantee": "effectivelyOnce"}
+    options = URLS | {"topic": "t", "deliveryGuarantee": "effectivelyOnce"}
     first = planned(options)
     assert first.options.pinned_partitions == 3
-    assert broker.asked == [f"deduplication {TOPIC}", f"partitions {TOPIC}"]
+    # streamWriter() checks the columns against the topic's schema; pickled for the tasks, the writer checks and pins
+    assert broker.asked == [f"schema {TOPIC}", f"deduplication {TOPIC}", f"partitions {TOPIC}"]
     committer = PulsarStreamWriter(*write_plan(options, VALUE, overwrite=False, stream=True))  # the commit's writer
+    assert broker.asked[3:] == [f"schema {TOPIC}"]  # its streamWriter() call looks the schema up again
     committer.commit([], 0)
-    assert broker.asked == [f"deduplication {TOPIC}", f"partitions {TOPIC}"]
+    assert broker.asked[4:] == []  # the commit itself asks nothing
     broker.partitions = 4  # partitions added between micro-batches: the next batch routes over 4
     second = planned(options)
     assert second.options.pinned_partitions == 4 and first.options.pinned_partitions == 3
-    assert broker.asked[2:] == [f"partitions {TOPIC}"]  # deduplication: trusted from the first batch
+    assert broker.asked[4:] == [f"schema {TOPIC}", f"partitions {TOPIC}"]  # deduplication: trusted from the first batch
 
 
-def test_at_least_once_and_a_topic_column_ask_the_driver_nothing(broker):
-    planned(BASE | {"topic": "t"})
-    planned(BASE | {"deliveryGuarantee": "effectivelyOnce"}, StructType([*VALUE.fields, StructField("topic", StringType(), True)]))  # a topic column's topics: checked by the tasks
-    write_plan(BASE | {"topic": "t"}, VALUE, overwrite=False, stream=False)
+def test_at_least_once_asks_the_driver_only_the_topics_schema_and_a_topic_column_nothing(broker):
+    planned(URLS | {"topic": "t"})
+    write_plan(URLS | {"topic": "t"}, VALUE, overwrite=False, stream=False)
+    assert broker.asked == [f"schema {TOPIC}"] * 2  # the `topic` option's schema, checked against the columns: no more
+    broker.asked.clear()
+    planned(URLS | {"deliveryGuarantee": "effectivelyOnce"}, StructType([*VALUE.fields, StructField("topic", StringType(), True)]))  # a topic column's topics: checked by the tasks
     assert broker.asked == []
 
 
 def test_a_batch_write_checks_and_pins_when_it_starts(broker):
-    options, _ = write_plan(BASE | {"topic": "t", "deliveryGuarantee": "effectivelyOnce", "sinkId": "s"}, VALUE, overwrite=False,
+    options, _ = write_plan(URLS | {"topic": "t", "deliveryGuarantee": "effectivelyOnce", "sinkId": "s"}, VALUE, overwrite=False,
                             stream=False)
-    assert options.pinned_partitions == 3 and broker.asked == [f"deduplication {TOPIC}", f"partitions {TOPIC}"]
+    assert options.pinned_partitions == 3 and broker.asked == [f"schema {TOPIC}", f"deduplication {TOPIC}", f"partitions {TOPIC}"]
 
 
 def test_deduplication_found_on_is_asked_again_after_a_while_and_found_off_is_an_error(broker):
-    endpoint = parse_write_options(BASE).admin
+    endpoint = parse_write_options(URLS).admin
     topic, clock = TopicName.parse("t"), FakeClock()
     check_deduplication(endpoint, [topic], clock)
     clock.advance(DEDUP_RECHECK_S - 1)
@@ -111,7 +116,7 @@ def test_deduplication_found_on_is_asked_again_after_a_while_and_found_off_is_an
 
 def test_a_stream_whose_topic_does_not_deduplicate_fails_when_its_first_micro_batch_is_planned(broker):
     broker.deduplicating = False
-    writer = PulsarStreamWriter(*write_plan(BASE | {"topic": "t", "deliveryGuarantee": "effectivelyOnce"}, VALUE, overwrite=False,
+    writer = PulsarStreamWriter(*write_plan(URLS | {"topic": "t", "deliveryGuarantee": "effectivelyOnce"}, VALUE, overwrite=False,
                                             stream=True))
     with pytest.raises(ValueError, match="pulsar-admin topics set-deduplication --enable"):
         pickle.dumps(writer)
@@ -149,7 +154,7 @@ def test_a_task_keeps_in_flight_what_the_broker_confirmed_in_the_last_quarter_of
 
 def test_a_named_streams_query_name_is_spark_s_not_an_unknown_option(broker):
     """DataStreamWriter.queryName("...") reaches the sink among its options, as checkpointLocation does."""
-    options = BASE | {"topic": "t", "queryName": "enrich-orders", "checkpointLocation": "/tmp/cp"}
+    options = URLS | {"topic": "t", "queryName": "enrich-orders", "checkpointLocation": "/tmp/cp"}
     assert str(parse_write_options(options).topic) == TOPIC
     planned(options)
 
@@ -177,4 +182,4 @@ def test_a_send_timing_out_in_the_flush_is_reported_naming_the_topic_and_the_opt
     monkeypatch.setattr(write_task, "producer_for", lambda config, destination, kwargs: (("k", destination), producer))
     monkeypatch.setattr(write_task, "done_with", lambda keys, failed: None)
     with pytest.raises(write_task.SendFailed, match=f"Sending to {TOPIC} .* failed: Timeout .*'pulsar.producer.sendTimeoutMillis'"):
-        write_task.write_rows([(b"a",), (b"b",)], parse_write_options(BASE | {"topic": "t"}), write_columns(VALUE, topic_option=True), task=0)
+        write_task.write_rows([(b"a",), (b"b",)], parse_write_options(URLS | {"topic": "t"}), write_columns(VALUE, topic_option=True), task=0)

@@ -7,6 +7,7 @@ import datetime as dt
 
 import pulsar
 import pytest
+from builders import URLS, columns
 from fakes import FakeClock
 from pyspark.sql.types import (
     BinaryType,
@@ -27,24 +28,19 @@ from pulsar_throttled_source.writing.producers import ProducerCache
 from pulsar_throttled_source.writing.routing import Router, java_string_hash, key_partition
 from pulsar_throttled_source.writing.write_options import parse_write_options, refuse_write_options
 
-BASE = {"service.url": "pulsar://127.0.0.1:6650", "admin.url": "http://127.0.0.1:8080"}
-
-
-def schema(*fields: tuple[str, object]) -> StructType:
-    return StructType([StructField(name, kind, True) for name, kind in fields])  # type: ignore[arg-type]
-
+URLS = URLS
 
 # -- options -----------------------------------------------------------------------------------------------------
 def test_a_write_takes_the_connection_options_and_passes_producer_settings_through():
-    o = parse_write_options(BASE | {"topic": "orders", "pulsar.producer.compressionType": "lz4", "pulsar.producer.batching_enabled": "false",
+    o = parse_write_options(URLS | {"topic": "orders", "pulsar.producer.compressionType": "lz4", "pulsar.producer.batching_enabled": "false",
                                     "pulsar.producer.sendTimeoutMillis": "5000", "pulsar.client.operationTimeoutSeconds": "20"})
     assert str(o.topic) == "persistent://public/default/orders"
     kwargs = dict(o.producer.kwargs)
     assert kwargs["compression_type"] == pulsar.CompressionType.LZ4
     assert kwargs["batching_enabled"] is False  # given: never replaced by the sink's default
     assert kwargs["send_timeout_millis"] == 5000 and kwargs["block_if_queue_full"] is True  # the sink's default where not given
-    assert ("operation_timeout_seconds", 20) in o.client_kwargs and o.client.service_url == BASE["service.url"]
-    assert parse_write_options(BASE).topic is None  # a topic column then
+    assert ("operation_timeout_seconds", 20) in o.client_kwargs and o.client.service_url == URLS["service.url"]
+    assert parse_write_options(URLS).topic is None  # a topic column then
 
 
 @pytest.mark.parametrize("extra,expected", [
@@ -65,16 +61,16 @@ def test_a_write_takes_the_connection_options_and_passes_producer_settings_throu
 ])
 def test_bad_write_options_name_the_option_and_what_is_allowed(extra, expected):
     with pytest.raises(ValueError) as err:
-        parse_write_options({k.lower(): v for k, v in (BASE | extra).items()})
+        parse_write_options({k.lower(): v for k, v in (URLS | extra).items()})
     assert expected in str(err.value)
 
 
 def test_effectively_once_sends_without_batching_and_names_producers_by_sink_and_partition():
-    o = parse_write_options(BASE | {"deliveryguarantee": "EFFECTIVELYONCE", "sinkid": "orders-backfill",
+    o = parse_write_options(URLS | {"deliveryguarantee": "EFFECTIVELYONCE", "sinkid": "orders-backfill",
                                     "pulsar.producer.batchingenabled": "false"})
     assert o.effectively_once and o.sink_id == "orders-backfill" and dict(o.producer.kwargs)["batching_enabled"] is False
-    assert dict(parse_write_options(BASE | {"deliveryGuarantee": "effectivelyOnce"}).producer.kwargs)["batching_enabled"] is False
-    assert dict(parse_write_options(BASE).producer.kwargs)["batching_enabled"] is True  # atLeastOnce batches (Java's default)
+    assert dict(parse_write_options(URLS | {"deliveryGuarantee": "effectivelyOnce"}).producer.kwargs)["batching_enabled"] is False
+    assert dict(parse_write_options(URLS).producer.kwargs)["batching_enabled"] is True  # atLeastOnce batches (Java's default)
     identity = task_identity("orders-backfill", 3)  # outside a task: batch 0, as a batch write
     assert identity == ProducerIdentity("orders-backfill-3", 0)
     ids = [ProducerIdentity("s-0", b).sequence_id(p) for b, p in ((0, 0), (0, 1), (0, 2**32 - 1), (1, 0), (7, 5))]
@@ -84,15 +80,15 @@ def test_effectively_once_sends_without_batching_and_names_producers_by_sink_and
 
 
 def test_a_read_refuses_a_writes_own_options():
-    refuse_write_options(BASE | {"topic": "t"})
+    refuse_write_options(URLS | {"topic": "t"})
     with pytest.raises(ValueError, match=r"'deliveryGuarantee' apply to writes"):
-        refuse_write_options(BASE | {"deliveryGuarantee": "effectivelyOnce"})
+        refuse_write_options(URLS | {"deliveryGuarantee": "effectivelyOnce"})
     with pytest.raises(ValueError, match=r"'pulsar.producer.batchingEnabled' apply to writes \(df.write, df.writeStream\) only"):
-        refuse_write_options(BASE | {"pulsar.producer.batchingEnabled": "true"})
+        refuse_write_options(URLS | {"pulsar.producer.batchingEnabled": "true"})
 
 
 def test_the_routing_mode_is_the_sinks_own_not_a_producer_argument():
-    o = parse_write_options(BASE | {"pulsar.producer.messageRoutingMode": "SinglePartition"})
+    o = parse_write_options(URLS | {"pulsar.producer.messageRoutingMode": "SinglePartition"})
     assert o.producer.routing_mode == "UseSinglePartition" and "message_routing_mode" not in dict(o.producer.kwargs)
 
 
@@ -101,17 +97,17 @@ def test_the_readers_own_columns_in_either_layout_write_back_and_read_only_ones_
     from pulsar_throttled_source.schemas.avro_types import spark_type
 
     raw = StructType([StructField(f.name, spark_type(f.type), True) for f in RAW_ARROW_SCHEMA])
-    columns = write_columns(raw, topic_option=False)
+    written = write_columns(raw, topic_option=False)
     t = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=dt.timezone.utc)
     row = Row(key="k", value=bytearray(b"v"), topic="persistent://public/default/a-partition-1", partition=1, messageId=b"id",
               publishTime=t, eventTime=t.astimezone().replace(tzinfo=None), properties={"a": "1"}, orderingKey="o", producerName="p")
-    assert columns.message(row) == Message("persistent://public/default/a-partition-1", 1, b"v", "k", {"a": "1"}, 1767323045678, "o")
+    assert written.message(row) == Message("persistent://public/default/a-partition-1", 1, b"v", "k", {"a": "1"}, 1767323045678, "o")
 
-    decoded = schema(("value", StringType()), ("__key", StringType()), ("__eventTime", LongType()), ("__messageId", BinaryType()),
-                     ("__messageProperties", MapType(StringType(), StringType())), ("__orderingKey", StringType()))
-    columns = write_columns(decoded, topic_option=True)
-    assert columns.message(("é", "k", 1767323045678, b"id", {}, None)) == Message(None, None, "é".encode(), "k", None, 1767323045678, None)
-    assert columns.message((None, "k", None, None, None, None)).value is None  # a message without payload (a tombstone)
+    decoded = columns(("value", StringType()), ("__key", StringType()), ("__eventTime", LongType()), ("__messageId", BinaryType()),
+                      ("__messageProperties", MapType(StringType(), StringType())), ("__orderingKey", StringType()))
+    written = write_columns(decoded, topic_option=True)
+    assert written.message(("é", "k", 1767323045678, b"id", {}, None)) == Message(None, None, "é".encode(), "k", None, 1767323045678, None)
+    assert written.message((None, "k", None, None, None, None)).value is None  # a message without payload (a tombstone)
 
 
 @pytest.mark.parametrize("fields,topic_option,expected", [
@@ -126,14 +122,14 @@ def test_the_readers_own_columns_in_either_layout_write_back_and_read_only_ones_
 ])
 def test_columns_a_write_cannot_take_are_named(fields, topic_option, expected):
     with pytest.raises(ValueError) as err:
-        write_columns(schema(*fields), topic_option)
+        write_columns(columns(*fields), topic_option)
     assert expected in str(err.value)
 
 
 def test_a_null_property_value_is_an_error_naming_the_column():
-    columns = write_columns(schema(("value", BinaryType()), ("__messageProperties", MapType(StringType(), StringType()))), True)
+    written = write_columns(columns(("value", BinaryType()), ("__messageProperties", MapType(StringType(), StringType()))), True)
     with pytest.raises(ValueError, match=r"Column '__messageProperties': a message property cannot be null \(key\(s\) 'a'\)"):
-        columns.message((b"v", {"a": None}))
+        written.message((b"v", {"a": None}))
 
 
 # -- routing -----------------------------------------------------------------------------------------------------
@@ -215,11 +211,11 @@ def test_write_quotas_hold_per_partition_and_window_across_tasks():
 
 
 def test_write_quota_options():
-    o = parse_write_options(BASE | {"publishThrottlingRateInMsg": "50", "ratePeriodInSecond": "2", "quotaStatePath": "/tmp/q.sqlite"})
+    o = parse_write_options(URLS | {"publishThrottlingRateInMsg": "50", "ratePeriodInSecond": "2", "quotaStatePath": "/tmp/q.sqlite"})
     assert (o.quota.msgs, o.quota.bytes, o.quota.period_s, o.quota.sqlite_path) == (50, -1, 2, "/tmp/q.sqlite") and o.quota.limited
-    assert not parse_write_options(BASE).quota.limited
+    assert not parse_write_options(URLS).quota.limited
     with pytest.raises(ValueError, match="'publishThrottlingRateInByte': '0' is not allowed; expected a positive integer, or -1"):
-        parse_write_options(BASE | {"publishthrottlingrateinbyte": "0"})
+        parse_write_options(URLS | {"publishthrottlingrateinbyte": "0"})
     with pytest.raises(ValueError, match="'publishThrottlingRateInMsg' apply to writes"):
         refuse_write_options({"publishThrottlingRateInMsg": "5"})
 
@@ -254,21 +250,21 @@ def test_a_task_stops_at_its_first_failed_send_and_names_the_topic_the_error_and
     monkeypatch.setattr(write_task, "partition_names", lambda config, topic: [topic])
     monkeypatch.setattr(write_task, "producer_for", lambda config, destination, kwargs: (("k", destination), producer))
     monkeypatch.setattr(write_task, "done_with", lambda keys, failed: None)
-    options = parse_write_options(BASE | {"topic": "t"})
-    columns = write_columns(schema(("value", BinaryType())), topic_option=True)
-    ok = write_task.write_rows([(b"a",), (b"b",)], options, columns, task=0)
+    options = parse_write_options(URLS | {"topic": "t"})
+    written = write_columns(columns(("value", BinaryType())), topic_option=True)
+    ok = write_task.write_rows([(b"a",), (b"b",)], options, written, task=0)
     assert ok.messages == {"persistent://public/default/t": 2} and producer.flushed == 1
     producer.sent.clear()
     with pytest.raises(write_task.SendFailed) as err:
-        write_task.write_rows([(f"v{i}".encode(),) for i in range(6)], options, columns, task=0)
+        write_task.write_rows([(f"v{i}".encode(),) for i in range(6)], options, written, task=0)
     assert producer.sent == [b"v0", b"v1", b"v2"]  # nothing after the failed send (a later one would hide it from deduplication)
-    assert "Sending to persistent://public/default/t at pulsar://127.0.0.1:6650 failed: MessageTooBig" in str(err.value)
+    assert "Sending to persistent://public/default/t at pulsar://localhost:6650 failed: MessageTooBig" in str(err.value)
     assert "'pulsar.producer.chunkingEnabled=true'" in str(err.value)
 
 
 def test_a_writes_options_show_no_secret():
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ3cml0ZXIifQ.c2lnbmF0dXJl"
-    o = parse_write_options(BASE | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+    o = parse_write_options(URLS | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
                                     "pulsar.client.authParams": f"token:{jwt}", "quotaStore": "redis://localhost:6379/0",
                                     "quotaStorePassword": "hunter2"})
     assert o.credentials is not None and o.credentials.client_params() == f"token:{jwt}"

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 from decimal import Decimal
 
+import builders
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -56,15 +57,15 @@ READING = {
     ],
 }
 READING_FIELDS = [f["name"] for f in READING["fields"]]
-POINT_TYPE = StructType([StructField("x", DoubleType()), StructField("y", DoubleType())])
-COLUMNS = StructType([
-    StructField("sensor", StringType()), StructField("value", DoubleType()),
-    StructField("count", IntegerType()),  # an int column fits a long field
-    StructField("at", TimestampType()), StructField("local", TimestampNTZType()), StructField("day", DateType()),
-    StructField("raw", BinaryType()), StructField("price", DecimalType(7, 2)), StructField("where", POINT_TYPE),
-    StructField("tags", ArrayType(StringType())), StructField("attrs", MapType(StringType(), LongType())),
-    StructField("kind", StringType()), StructField("__key", StringType()),
-])
+POINT_TYPE = builders.columns(("x", DoubleType()), ("y", DoubleType()))
+COLUMNS = builders.columns(
+    ("sensor", StringType()), ("value", DoubleType()),
+    ("count", IntegerType()),  # an int column fits a long field
+    ("at", TimestampType()), ("local", TimestampNTZType()), ("day", DateType()),
+    ("raw", BinaryType()), ("price", DecimalType(7, 2)), ("where", POINT_TYPE),
+    ("tags", ArrayType(StringType())), ("attrs", MapType(StringType(), LongType())),
+    ("kind", StringType()), ("__key", StringType()),
+)
 AT = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 
 
@@ -106,13 +107,13 @@ def test_record_columns_encode_to_payloads_the_readers_decoder_reads_back_field_
 
 def test_a_whole_record_in_a_struct_value_and_a_tombstone_in_either_layout():
     schema = TopicSchema("AVRO", json.dumps(POINT))
-    cols, encoding = planned(StructType([StructField("key", StringType()), StructField("value", POINT_TYPE)]), schema)
+    cols, encoding = planned(builders.columns(("key", StringType()), ("value", POINT_TYPE)), schema)
     assert encoding.how == "struct"
     encode = encoder(encoding)
     decoder = PayloadDecoder(ValueSchema("AVRO", json.dumps(POINT)), lambda version: json.dumps(POINT))
     assert decoder.decode(encode(("k", Row(x=2.5, y=-1.0))), 0) == {"x": 2.5, "y": -1.0}
     assert encode(("k", None)) is None  # a null value: a message without payload
-    _, by_fields = planned(StructType([StructField("key", StringType()), StructField("x", DoubleType())]), schema)
+    _, by_fields = planned(builders.columns(("key", StringType()), ("x", DoubleType())), schema)
     assert encoder(by_fields)(("k", None)) is None  # every record column null: how the reader shows a tombstone
 
 
@@ -127,7 +128,7 @@ PRIMITIVE_CASES = [
 
 @pytest.mark.parametrize("kind,column_type,value", [c for c in PRIMITIVE_CASES if c[2] is not None], ids=lambda c: str(c))
 def test_primitive_values_encode_as_pulsar_does(kind, column_type, value):
-    cols, encoding = planned(StructType([StructField("value", column_type)]), TopicSchema(kind))
+    cols, encoding = planned(builders.columns(("value", column_type)), TopicSchema(kind))
     given = value.astimezone().replace(tzinfo=None) if isinstance(column_type, TimestampType) else value  # as Spark gives it
     payload = encoder(encoding)((given,))
     read = PRIMITIVES[kind][1] if kind != "STRING" else bytes.decode
@@ -145,7 +146,7 @@ def test_the_producer_declares_the_topics_own_schema_where_the_client_has_its_ty
 
 
 def test_a_null_in_a_required_field_fails_the_row_naming_the_field_and_the_topic():
-    cols, encoding = planned(StructType([StructField("x", DoubleType()), StructField("y", DoubleType())]), TopicSchema("AVRO", json.dumps(POINT)))
+    cols, encoding = planned(builders.columns(("x", DoubleType()), ("y", DoubleType())), TopicSchema("AVRO", json.dumps(POINT)))
     with pytest.raises(EncodeError, match=rf"topic {TOPIC}'s AVRO schema: Field\(Point\.x\) is None expected double$"):
         encoder(encoding)((None, 1.0))
 
@@ -175,11 +176,11 @@ AVRO = TopicSchema("AVRO", json.dumps(READING))
 ])
 def test_columns_that_do_not_fit_the_topics_schema_are_named_with_the_field_and_the_topic(columns, schema, message):
     with pytest.raises(ValueError) as err:
-        planned(StructType([StructField(n, t) for n, t in columns]), schema)
+        planned(builders.columns(*columns), schema)
     assert message in str(err.value)
 
 
 def test_a_binary_value_is_a_payload_already_encoded_for_any_schema():
     for schema in (TopicSchema("AVRO", json.dumps(POINT)), TopicSchema("INT64"), TopicSchema("KEY_VALUE", "{}"), TopicSchema()):
-        _, encoding = planned(StructType([StructField("key", StringType()), StructField("value", BinaryType())]), schema)
+        _, encoding = planned(builders.columns(("key", StringType()), ("value", BinaryType())), schema)
         assert encoding.how == "raw" and encoder(encoding)(("k", bytearray(b"\x01"))) == b"\x01"
