@@ -15,7 +15,7 @@ from streaming import Collected, failure_of, source_options, start_collecting
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.errors import DataLossError
-from pulsar_throttled_source.reading.read import read_range, read_task
+from pulsar_throttled_source.reading.read import read_range, read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -129,7 +129,7 @@ def test_a_batch_planned_before_its_topic_was_deleted_gets_no_task_for_it(broker
             return
         tasks = reader.partitions(start, end)
         assert {t.partition for t in tasks} == {f"{keep}-partition-0", f"{keep}-partition-1"}
-        rows = [bytes(v) for t in tasks for batch in read_task(t) for v in batch.column("value").to_pylist()]
+        rows = [bytes(v) for t in tasks for batch in read_ranges(t) for v in batch.column("value").to_pylist()]
         assert time.monotonic() - deleted_at < SOON_S
         assert Counter(rows) == Counter(s.payload for s in kept)  # exactly once
     finally:
