@@ -119,8 +119,10 @@ def test_a_batch_planned_before_its_topic_was_deleted_gets_no_task_for_it(broker
     still_open = pulsar_client.create_reader(f"{gone}-partition-0", pulsar.MessageId.earliest)  # a running or parked task's
     try:
         admin.delete_topic(TopicName.parse(gone), partitioned=True)
-        # Tasks made a little later (a loaded driver): the catalog's snapshot then shows the deletion.
-        time.sleep(1.0 + metadata_refresh_s)
+        # Tasks made a little later (a loaded driver): once the catalog's snapshot shows the deletion.
+        catalog = reader.planner.catalog
+        wait_until(lambda: not any(p.startswith(f"{gone}-partition-") for p in catalog.snapshot().layouts),
+                   30 + metadata_refresh_s, what="the catalog's snapshot without the deleted topic")
         deleted_at = time.monotonic()
         if fail == "true":
             with pytest.raises(DataLossError, match=rf"{gone}"):
