@@ -118,7 +118,7 @@ def timed_read(part: Any) -> Iterator[Any]:
     inside = outside = 0.0
     rows = 0
     try:
-        it = read_module.read_task(part)
+        it = read_module.read_ranges(part)
         t = time.time()
         for batch in it:
             now = time.time()

@@ -38,7 +38,7 @@ import requests
 from pulsar_throttled_source.local_broker import LocalBroker
 from pulsar_throttled_source.local_broker.cluster import LocalCluster
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.reading.read import read_task
+from pulsar_throttled_source.reading.read import read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -126,7 +126,7 @@ def drain(broker: SimpleNamespace | LocalBroker, topic: str, options: dict[str, 
         end = stream.latestOffset(start, stream.getDefaultReadLimit())  # a processing-time trigger's limit
         if end != start:
             for part in stream.partitions(start, end):
-                messages += sum(batch.num_rows for batch in read_task(part))
+                messages += sum(batch.num_rows for batch in read_ranges(part))
                 delivered += part.entries
             stream.commit(end)
             start = end

@@ -21,7 +21,7 @@ from .options.query_kinds import check_stream_options
 from .planner_wiring import build_planner
 from .planning.micro_batch_planner import MicroBatchPlanner
 from .read_task import ReadTask
-from .reading.read import read_task
+from .reading.read import read_ranges
 from .schemas.columns import ValueSchema
 
 # What an offset Spark hands over is, in the errors that a malformed one raises.
@@ -82,7 +82,7 @@ class PulsarStreamReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, ReadTask)
-        return read_task(partition)
+        return read_ranges(partition)
 
     def commit(self, end: dict) -> None:
         self.planner.commit(self.offset_of(end, "committed offset"))

@@ -1,4 +1,4 @@
-"""Executor side: read one planned entry range of one partition into Arrow record batches (read_task
+"""Executor side: read one planned entry range of one partition into Arrow record batches (read_ranges
 runs a task's ranges in turn: one, or several packed by planning/task_packing.py).
 
 Runs in Spark's Python workers on a fresh unpickled `PartitionRange` (..read_task). Readers come
@@ -24,7 +24,7 @@ from .read_path import read_path_for
 from .task_lookup import TaskLookup
 
 
-def read_task(task: ReadTask) -> Iterator[pa.RecordBatch]:
+def read_ranges(task: ReadTask) -> Iterator[pa.RecordBatch]:
     """Yield the messages of each of the task's ranges in turn, one Arrow stream. Each range is read as it
     would be alone (its own reader, parked at its end for the next batch); a retried task reads them all again.
     This is both read paths' error boundary: whatever fails leaves scrubbed of secrets."""

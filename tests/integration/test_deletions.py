@@ -15,7 +15,7 @@ from streaming import Collected, failure_of, source_options, start_collecting
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.errors import DataLossError
-from pulsar_throttled_source.reading.read import read_range, read_task
+from pulsar_throttled_source.reading.read import read_range, read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -119,8 +119,10 @@ def test_a_batch_planned_before_its_topic_was_deleted_gets_no_task_for_it(broker
     still_open = pulsar_client.create_reader(f"{gone}-partition-0", pulsar.MessageId.earliest)  # a running or parked task's
     try:
         admin.delete_topic(TopicName.parse(gone), partitioned=True)
-        # Tasks made a little later (a loaded driver): the catalog's snapshot then shows the deletion.
-        time.sleep(1.0 + metadata_refresh_s)
+        # Tasks made a little later (a loaded driver): once the catalog's snapshot shows the deletion.
+        catalog = reader.planner.catalog
+        wait_until(lambda: not any(p.startswith(f"{gone}-partition-") for p in catalog.snapshot().layouts),
+                   30 + metadata_refresh_s, what="the catalog's snapshot without the deleted topic")
         deleted_at = time.monotonic()
         if fail == "true":
             with pytest.raises(DataLossError, match=rf"{gone}"):
@@ -129,7 +131,7 @@ def test_a_batch_planned_before_its_topic_was_deleted_gets_no_task_for_it(broker
             return
         tasks = reader.partitions(start, end)
         assert {t.partition for t in tasks} == {f"{keep}-partition-0", f"{keep}-partition-1"}
-        rows = [bytes(v) for t in tasks for batch in read_task(t) for v in batch.column("value").to_pylist()]
+        rows = [bytes(v) for t in tasks for batch in read_ranges(t) for v in batch.column("value").to_pylist()]
         assert time.monotonic() - deleted_at < SOON_S
         assert Counter(rows) == Counter(s.payload for s in kept)  # exactly once
     finally:

@@ -13,7 +13,7 @@ from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.read_limit import UNLIMITED_ROWS
-from pulsar_throttled_source.reading.read import read_task
+from pulsar_throttled_source.reading.read import read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.throttling.headroom import ESTIMATE_ABOVE
 
@@ -41,7 +41,7 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
             before = reader.planner.admin.requests_by_kind["entry"]
             end = reader.latestOffset(start, ReadMaxRows(UNLIMITED_ROWS))
             for part in reader.partitions(start, end):
-                delivered += [row["value"] for batch in read_task(part) for row in batch.to_pylist()]
+                delivered += [row["value"] for batch in read_ranges(part) for row in batch.to_pylist()]
             reader.commit(end)
             start = end
             time.sleep(1.0)  # lookups the plan started in the background are answered (and counted) by now

@@ -17,7 +17,7 @@ from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading.errors import DataLossError
-from pulsar_throttled_source.reading.read import read_task
+from pulsar_throttled_source.reading.read import read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -30,7 +30,7 @@ def plan(broker, topic: str, **extra):
 
 
 def read_all(parts) -> list[bytes]:
-    return [row["value"] for part in parts for batch in read_task(part) for row in batch.to_pylist()]
+    return [row["value"] for part in parts for batch in read_ranges(part) for row in batch.to_pylist()]
 
 
 def test_entries_deleted_between_planning_and_reading(broker, admin, pulsar_client, unique, caplog):

@@ -15,7 +15,7 @@ from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.reading import native_reader
-from pulsar_throttled_source.reading.read import read_task
+from pulsar_throttled_source.reading.read import read_ranges
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 
 
@@ -43,7 +43,7 @@ def test_a_precise_drain_looks_up_a_tenth_of_an_entry_per_entry_and_reads_on_wit
             time.sleep(0.2)
             continue
         for part in stream.partitions(start, end):
-            delivered.update(v for batch in read_task(part) for v in batch.column("value").to_pylist())
+            delivered.update(v for batch in read_ranges(part) for v in batch.column("value").to_pylist())
             entries += part.entries
         stream.commit(end)
         start, batches = end, batches + 1

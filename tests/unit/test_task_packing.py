@@ -119,8 +119,8 @@ def test_a_split_partition_is_read_in_turn_inside_one_task(tmp_path):
 def test_a_packed_task_reads_its_ranges_in_turn_into_one_stream(monkeypatch):
     planned = ranges(3)
     monkeypatch.setattr(read_module, "read_range", lambda part: iter([f"{part.partition_index}a", f"{part.partition_index}b"]))
-    assert list(read_module.read_task(PackedRanges(tuple(planned)))) == ["0a", "0b", "1a", "1b", "2a", "2b"]
-    assert list(read_module.read_task(planned[1])) == ["1a", "1b"]
+    assert list(read_module.read_ranges(PackedRanges(tuple(planned)))) == ["0a", "0b", "1a", "1b", "2a", "2b"]
+    assert list(read_module.read_ranges(planned[1])) == ["1a", "1b"]
 
 
 def test_batches_alike_pair_the_same_partitions_batch_after_batch():

@@ -61,6 +61,6 @@ def test_a_read_tasks_error_leaves_scrubbed_on_either_read_path(monkeypatch):
     monkeypatch.setattr(read_mod, "read_range", failing_read)
     for task in (part, PackedRanges((part, part))):
         with pytest.raises(ClientError) as error:
-            list(read_mod.read_task(task))
+            list(read_mod.read_ranges(task))
         assert str(error.value) == "authentication with *** failed"
         assert str(error.value.__cause__) == "connect to http://reader:***@broker:8080 refused"

@@ -11,20 +11,15 @@ maxRowsPerArrowBatch. Run with PYSPARK_PYTHON set to the venv's python.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
+
+from job_session import job_session
 
 
 def main(argv: list[str]) -> int:
     service_url, admin_url, topic, checkpoint, output, rows_per_batch = argv
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master("local[2,3]").appName("pulsar-throttled-retry-job")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", "1g").getOrCreate())
+    spark = job_session("local[2,3]", "pulsar-throttled-retry-job")
     spark.sparkContext.setLogLevel("WARN")  # keeps TaskSetManager's "Lost task" lines, which the test looks for
     try:
         df = (spark.readStream.format("pulsar-throttled")

@@ -16,24 +16,17 @@ this process's output and event log for secrets.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
+
+from job_session import job_session
 
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    spark = job_session("local[4]", "pulsar-throttled-sink-kill-job", spec.get("spark_conf"))
     from pyspark.sql.streaming import StreamingQueryListener
 
-    builder = (SparkSession.builder.master("local[4]").appName("pulsar-throttled-sink-kill-job")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.driver.memory", "1g"))
-    for key, value in spec.get("spark_conf", {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(spec.get("log_level", "ERROR"))
 
     class Progress(StreamingQueryListener):

@@ -19,22 +19,18 @@ Prints one JSON line per run when it is done. Run with PYSPARK_PYTHON set to the
 from __future__ import annotations
 
 import json
-import os
 import sys
+
+from job_session import job_session
 
 OVERSIZE = 200_000  # bytes: over the test broker's maxMessageSize (131072, tests/conftest.py)
 
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    spark = job_session("local[2,4]", "pulsar-throttled-sink-retry-job")
     from pyspark.sql import functions as F
 
-    spark = (SparkSession.builder.master("local[2,4]").appName("pulsar-throttled-sink-retry-job")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", "1g").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     connection = {"service.url": spec["service_url"], "admin.url": spec["admin_url"]}
     try:
