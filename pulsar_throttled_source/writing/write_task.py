@@ -19,9 +19,10 @@ from pyspark.sql.datasource import WriterCommitMessage
 from ..credentials import scrub
 from ..reading.client_cache import client_for
 from ..topics import TopicName
+from .arrow_messages import batch_messages
 from .effectively_once import ProducerIdentity, check_deduplication, task_identity
-from .message_columns import WriteColumns
-from .producers import Key, done_with, partition_names, producer_for
+from .message_columns import Message, WriteColumns
+from .producers import Key, done_with, partition_names, producer_for, sender
 from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
@@ -41,33 +42,50 @@ class SinkCommitMessage(WriterCommitMessage):
 
 
 class Confirmations:
-    """The broker's answers to a task's sends (they arrive on the client's threads)."""
+    """The broker's answers to a task's sends (they arrive on the client's threads). The task's thread counts its
+    sends without a lock; a callback takes the lock to count, and notifies only once the task waits."""
 
     def __init__(self) -> None:
         self._done = threading.Condition()
-        self.pending = 0
+        self.sent = 0  # the task's thread's only
+        self.answered = 0
         self.confirmed: Counter[str] = Counter()
         self.error: tuple[str, Any] | None = None  # (destination, pulsar.Result) of the first failed send
+        self._waiting = False
 
-    def sending(self) -> None:
-        with self._done:
-            self.pending += 1
+    @property
+    def pending(self) -> int:
+        return self.sent - self.answered
 
     def callback(self, destination: str) -> Any:
+        """The send callback for `destination` (made once per destination and task)."""
+        done, confirmed, ok = self._done, self.confirmed, _OK
+
         def answered(result: Any, _message_id: Any) -> None:
-            with self._done:
-                self.pending -= 1
-                if str(result).rsplit(".", 1)[-1] == "Ok":
-                    self.confirmed[destination] += 1
+            with done:
+                self.answered += 1
+                if result == ok:
+                    confirmed[destination] += 1
                 elif self.error is None:
                     self.error = (destination, result)
-                self._done.notify_all()
+                if self._waiting:
+                    done.notify_all()
 
         return answered
 
     def wait(self, timeout_s: float | None) -> bool:
         with self._done:
-            return self._done.wait_for(lambda: self.pending == 0, timeout_s)
+            self._waiting = True
+            return self._done.wait_for(lambda: self.pending <= 0, timeout_s)
+
+
+def _ok_result() -> Any:
+    import pulsar
+
+    return pulsar.Result.Ok
+
+
+_OK = _ok_result()
 
 
 class TaskProducers:
@@ -116,42 +134,56 @@ class TaskProducers:
 
 
 def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
-    """Send every row, flush, and wait until the broker confirmed each one; raise the first failure. Under
+    """A row writer's task (Spark Rows: PySpark 4.0's stream writer)."""
+    return send_messages(map(columns.message, rows), options, columns, task)
+
+
+def write_batches(batches: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
+    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them)."""
+    return send_messages(batch_messages(batches, columns), options, columns, task)
+
+
+def send_messages(messages: Iterable[Message], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
+    """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
     effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
     persisted sequence id) are skipped."""
     identity = task_identity(options.sink_id, task) if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
-    routers: dict[str, Router] = {}
+    routers: dict[str | None, Router] = {}
     producers = TaskProducers(options, identity)
+    lanes: dict[str, tuple[Any, int, Any]] = {}  # destination -> (send, last persisted sequence id, callback)
     answers = Confirmations()
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
+    by_option = options.topic is not None  # the option's topic, under None, else each row's topic column
     skipped = 0
     failed = True
     try:
-        for position, row in enumerate(rows):
-            m = columns.message(row)
-            topic = options.topic or _row_topic(m.topic, topic_column)
-            router = routers.get(str(topic))
+        for position, m in enumerate(messages):
+            router = routers.get(None if by_option else m.topic)
             if router is None:
-                if identity is not None and options.topic is None:  # the option's topic was checked at the start
+                topic = options.topic or _row_topic(m.topic, topic_column)
+                if identity is not None and not by_option:  # the option's topic was checked at the start
                     check_deduplication(options.admin, [topic])
-                router = routers[str(topic)] = Router(topic, _partitions(options, topic), task, single)
+                router = routers[None if by_option else m.topic] = Router(topic, _partitions(options, topic), task, single)
             destination = router.destination(m.key, m.partition, partition_column)
-            producer, last_persisted = producers.get(destination)
+            lane = lanes.get(destination)
+            if lane is None:
+                producer, last = producers.get(destination)
+                lane = lanes[destination] = (sender(producer), last, answers.callback(destination))
+            send, last_persisted, callback = lane
             sequence_id = identity.sequence_id(position) if identity is not None else None
             if sequence_id is not None and sequence_id <= last_persisted:
                 skipped += 1  # persisted by an earlier attempt of this task
                 continue
             if permits is not None:
                 permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
-            answers.sending()
+            answers.sent += 1
             try:
-                producer.send_async(m.value, answers.callback(destination), properties=m.properties, partition_key=m.key,
-                                    ordering_key=m.ordering_key, sequence_id=sequence_id, event_timestamp=m.event_time_ms)
+                send(m, sequence_id, callback)
             except Exception as e:
-                answers.callback(destination)(_result_of(e), None)
+                callback(_result_of(e), None)
             if answers.error:
                 break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
         if answers.error is None:
