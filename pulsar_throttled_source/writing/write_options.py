@@ -32,7 +32,7 @@ SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
 WRITE_PREFIXES = (PRODUCER,)  # a write's own
 WRITE_OPTIONS = ("deliveryGuarantee", "sinkId", "publishThrottlingRateInMsg", "publishThrottlingRateInByte")  # docs/guides/writing.md
 _SINK_ID = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
-_NOT_OPTIONS = ("path", "checkpointlocation")  # what save(path) and a stream's checkpointLocation add
+_NOT_OPTIONS = ("path", "checkpointlocation", "queryname")  # what save(path), checkpointLocation and queryName add
 READS = "reads (spark.read, spark.readStream)"
 WRITES = "writes (df.write, df.writeStream)"
 
