@@ -13,6 +13,10 @@ cache (one pulsar.Client per worker for reads and writes):
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
   the deduplication check.
 - ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store.
-- ``write_task``: one task's rows sent, flushed and confirmed before its commit message returns.
-- ``writers``: the Spark-facing batch and stream writers (commit and abort on the driver).
+- ``arrow_messages``: Arrow record batches (an Arrow writer's input) made into messages column by column (a schema's
+  payloads too).
+- ``write_task``: one task's messages (from rows or Arrow batches) sent, flushed and confirmed before its commit
+  message returns; ``confirmations``: the broker's answers to its sends, and how many may be in flight.
+- ``writers``: the Spark-facing batch and stream writers (Arrow writers where PySpark has them; commit and abort on
+  the driver).
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..schemas.columns import MESSAGE_COLUMNS
 
@@ -29,9 +29,9 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _MS = dt.timedelta(milliseconds=1)
 
 
-@dataclass(frozen=True)
-class Message:
-    """One message to send: where (`topic` None: the write's option; `partition` None: the sink routes) and what."""
+class Message(NamedTuple):
+    """One message to send: where (`topic` None: the write's option; `partition` None: the sink routes) and what.
+    A tuple: one is made per row, and a tuple is made several times faster than a dataclass."""
 
     topic: str | None
     partition: int | None
@@ -69,12 +69,12 @@ class WriteColumns:
             partition=row[self.partition] if self.partition >= 0 else None,
             value=value,
             key=row[self.key] if self.key >= 0 else None,
-            properties=self._properties(row[self.properties]) if self.properties >= 0 else None,
+            properties=self.properties_of(row[self.properties]) if self.properties >= 0 else None,
             event_time_ms=_epoch_ms(row[self.event_time]) if self.event_time >= 0 else None,
             ordering_key=row[self.ordering_key] if self.ordering_key >= 0 else None,
         )
 
-    def _properties(self, value: Any) -> dict[str, str] | None:
+    def properties_of(self, value: Any) -> dict[str, str] | None:
         if not value:
             return None
         items = value.items() if isinstance(value, dict) else value  # a map: a dict (Row) or key-value pairs

@@ -19,7 +19,7 @@ import struct
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 
 import _pulsar  # the client's own schema classes build their SchemaInfo from it too
 import pulsar
@@ -31,6 +31,7 @@ from .payload_schema import PayloadEncoding, TopicSchema, payload_encoding, topi
 
 Prepare = Callable[[Any], Any]  # a column's Python value into what the encoder takes
 Encode = Callable[[Any], "bytes | None"]  # a row into its payload (None: no payload)
+Make = Callable[..., "bytes | None"]  # the values of a payload's columns, one argument each, into the payload
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_NAIVE = datetime(1970, 1, 1)
@@ -43,25 +44,51 @@ class EncodeError(ValueError):
     """A row the topic's schema cannot encode (a null in a required field, a value out of range, ...)."""
 
 
+class TopicPayload(NamedTuple):
+    """How one topic's payloads are made: from a row (`encode`), or from the values of the encoding's columns, one
+    argument each (`make`, which writing.arrow_messages maps over an Arrow batch's columns); the schema declared."""
+
+    encoding: PayloadEncoding
+    make: Make
+    encode: Encode
+    schema: DeclaredSchema | None
+
+
 class TopicPayloads:
     """One task's payload makers and declared schemas per topic: the `topic` option's as planned on the driver; each
     topic a topic column names checked against its schema before its first row is sent (one admin request each)."""
 
-    def __init__(self, columns: WriteColumns, topic_option: bool, admin: AdminEndpoint) -> None:
+    def __init__(self, columns: WriteColumns, topic: TopicName | None, admin: AdminEndpoint) -> None:
         self._columns = columns
-        self._raw = topic_option and columns.encoding is None  # columns checked for a topic without a schema
+        self._topic = topic
         self._admin = admin
-        self._found: dict[str, tuple[Encode, DeclaredSchema | None]] = {}
+        self._found: dict[str, TopicPayload] = {}
+        self._named: dict[str | None, TopicPayload | None] = {}
+        # Every payload is the `value` column as it is: the `topic` option's topic has no schema, or takes it raw.
+        self.raw = topic is not None and (columns.encoding is None or columns.encoding.how == "raw")
 
-    def of(self, topic: TopicName) -> tuple[Encode, DeclaredSchema | None]:
+    def of(self, topic: TopicName) -> TopicPayload:
         found = self._found.get(str(topic.base))
         if found is None:
             encoding = self._columns.encoding or self._encoding(topic)
-            found = self._found[str(topic.base)] = (encoder(encoding), producer_schema(encoding.schema))
+            make = payload_maker(encoding)
+            found = self._found[str(topic.base)] = TopicPayload(encoding, make, _row_encoder(make, encoding.positions),
+                                                                producer_schema(encoding.schema))
         return found
 
+    def named(self, topic: str | None) -> TopicPayload | None:
+        """The payloads of the topic a row's topic column names (with the `topic` option: that topic's), or None where
+        it names no topic: the sending core refuses that row, naming the column."""
+        if topic not in self._named:
+            try:
+                name = self._topic or TopicName.parse(topic or "", "topic")
+            except ValueError:
+                return None
+            self._named[topic] = self.of(name)
+        return self._named[topic]
+
     def _encoding(self, topic: TopicName) -> PayloadEncoding:
-        if self._raw:
+        if self._topic is not None and self._columns.encoding is None:  # columns checked for a topic without a schema
             return PayloadEncoding(str(topic), TopicSchema(), "raw", (self._columns.value,))
         from ..metadata.admin import PulsarAdmin
 
@@ -75,30 +102,38 @@ class TopicPayloads:
 
 def encoder(encoding: PayloadEncoding) -> Encode:
     """The function that makes one row's payload."""
-    how, at = encoding.how, encoding.positions
+    return _row_encoder(payload_maker(encoding), encoding.positions)
+
+
+def _row_encoder(make: Make, positions: tuple[int, ...]) -> Encode:
+    if len(positions) == 1:
+        at = positions[0]
+        return lambda row: make(row[at])
+    return lambda row: make(*[row[p] for p in positions])
+
+
+def payload_maker(encoding: PayloadEncoding) -> Make:
+    """The function that makes a payload from the values of the columns at encoding.positions, one argument each."""
+    how = encoding.how
     if how == "raw":
-        return lambda row: _raw(row[at[0]])
+        return _raw
     if how == "primitive":
         pack = _primitive(encoding.schema.kind)
-        return lambda row: None if row[at[0]] is None else pack(row[at[0]])
+        return lambda value: None if value is None else pack(value)
     json_payload = encoding.schema.kind == "JSON"
     write = _json_writer() if json_payload else _avro_writer(encoding.schema)
     record = encoding.schema.record
     if how == "struct":
         prepare = _prepare(record, encoding.types[0], json_payload)
         assert prepare is not None
-        return lambda row: None if row[at[0]] is None else write(prepare(row[at[0]]), encoding.topic)
+        return lambda value: None if value is None else write(prepare(value), encoding.topic)
     fields = {f["name"]: f["type"] for f in record["fields"]}
-    prepares = [(name, p, _prepare(fields[name], t, json_payload)) for name, p, t in zip(encoding.fields, at, encoding.types, strict=True)]
+    prepares = [(name, _prepare(fields[name], t, json_payload)) for name, t in zip(encoding.fields, encoding.types, strict=True)]
 
-    def from_columns(row: Any) -> bytes | None:
-        values = {name: row[p] for name, p, _ in prepares}
-        if all(v is None for v in values.values()):
+    def from_columns(*values: Any) -> bytes | None:
+        if all(v is None for v in values):
             return None
-        for name, _, prepare in prepares:
-            if prepare is not None and values[name] is not None:
-                values[name] = prepare(values[name])
-        return write(values, encoding.topic)
+        return write({name: _prepared(v, prepare) for (name, prepare), v in zip(prepares, values, strict=True)}, encoding.topic)
 
     return from_columns
 

@@ -40,11 +40,13 @@ class Router:
         self.partitions = partitions
         self.single = single_partition
         self._next = task_partition  # round robin starts at the task's own partition, so tasks spread out
+        self._names = [str(topic.partition(i)) for i in range(partitions)]  # made once: a name per message costs
+        self._index = topic.partition_index
 
     def destination(self, key: str | None, partition: int | None, column: str) -> str:
         """The partition topic (or the topic itself, not partitioned) the message goes to."""
         given = partition is not None and partition != -1
-        index = self.topic.partition_index
+        index = self._index
         if self.partitions == 0:
             if given and partition != index:
                 where = f"partition {index} of {self.topic.base}" if index >= 0 else "not partitioned"
@@ -56,10 +58,10 @@ class Router:
             if not 0 <= partition < self.partitions:
                 raise ValueError(f"Column '{column}' is {partition} but topic {self.topic} has {self.partitions} partitions "
                                  f"(0 to {self.partitions - 1}); null or -1 lets the sink route by key.")
-            return str(self.topic.partition(partition))
+            return self._names[partition]
         if key is not None:
-            return str(self.topic.partition(key_partition(key, self.partitions)))
+            return self._names[key_partition(key, self.partitions)]
         chosen = self._next % self.partitions
         if not self.single:
             self._next += 1
-        return str(self.topic.partition(chosen))
+        return self._names[chosen]

@@ -1,17 +1,16 @@
 """Executor side: one write task (a Spark partition of one batch write or micro-batch) sends its rows and
 returns once the broker has confirmed every one of them (or fails with the first error).
 
-Rows become messages (message_columns), each routed to a partition (routing) and sent asynchronously on the
-worker's producer for that partition (producers). Before write() returns its commit message, every producer
-the task used is flushed and every send confirmed: a task that returns has all its rows persisted.
+Rows (a row writer's) or Arrow record batches (an Arrow writer's, writing.arrow_messages) become messages
+(message_columns), their payloads made with their topic's schema where it has one (payload_encoding), each routed
+to a partition (routing) and sent asynchronously on the worker's producer for that partition (producers), all by
+one sending core (send_messages). Before write() returns its commit message, every producer the task used is
+flushed and every send confirmed: a task that returns has all its rows persisted.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,15 +19,15 @@ from pyspark.sql.datasource import WriterCommitMessage
 from ..credentials import scrub
 from ..reading.client_cache import client_for
 from ..topics import TopicName
+from .arrow_messages import batch_messages
+from .confirmations import Confirmations
 from .effectively_once import ProducerIdentity, check_deduplication, task_identity
-from .message_columns import WriteColumns
+from .message_columns import Message, WriteColumns
 from .payload_encoding import TopicPayloads
-from .producers import Key, done_with, partition_names, producer_for
+from .producers import Key, done_with, partition_names, producer_for, sender
 from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
-
-MIN_IN_FLIGHT = 10  # sends a task may always have in flight (a slow broker's pace is learnt from their answers)
 
 
 @dataclass
@@ -42,56 +41,6 @@ class SinkCommitMessage(WriterCommitMessage):
     @property
     def total(self) -> int:
         return sum(self.messages.values())
-
-
-class Confirmations:
-    """The broker's answers to a task's sends (they arrive on the client's threads), and how many sends may be in
-    flight. pulsar-client counts a send's timeout from when it enters the producer's queue, so a queue that drains
-    slowly (the broker throttling publishes: its publish-rate policy) would time sends out, a thousand messages
-    (maxPendingMessages' default) at 10 a second timing out 30 s sends. So a task keeps in flight no more than the
-    broker confirmed in the last quarter of the send timeout (at least MIN_IN_FLIGHT): a send waits its turn in the
-    task, not in the producer's queue, about a quarter of the timeout at most."""
-
-    def __init__(self, send_timeout_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
-        self._done = threading.Condition()
-        self.pending = 0
-        self.confirmed: Counter[str] = Counter()
-        self.error: tuple[str, Any] | None = None  # (destination, pulsar.Result) of the first failed send
-        self._clock = clock
-        self._window_s = send_timeout_s / 4
-        self._recent: deque[float] = deque()  # when each confirmation within the last window came
-
-    def sending(self) -> None:
-        """Count a send, once fewer are in flight than the pace allows (or a send failed)."""
-        with self._done:
-            if self._window_s:
-                self._done.wait_for(lambda: self.pending < self.in_flight_allowed() or self.error is not None)
-            self.pending += 1
-
-    def in_flight_allowed(self) -> int:
-        """Confirmations within the last window (at least MIN_IN_FLIGHT); the caller holds the lock or is alone."""
-        since = self._clock() - self._window_s
-        while self._recent and self._recent[0] < since:
-            self._recent.popleft()
-        return max(MIN_IN_FLIGHT, len(self._recent))
-
-    def callback(self, destination: str) -> Any:
-        def answered(result: Any, _message_id: Any) -> None:
-            with self._done:
-                self.pending -= 1
-                if str(result).rsplit(".", 1)[-1] == "Ok":
-                    self.confirmed[destination] += 1
-                    if self._window_s:
-                        self._recent.append(self._clock())
-                elif self.error is None:
-                    self.error = (destination, result)
-                self._done.notify_all()
-
-        return answered
-
-    def wait(self, timeout_s: float | None) -> bool:
-        with self._done:
-            return self._done.wait_for(lambda: self.pending == 0, timeout_s)
 
 
 class TaskProducers:
@@ -142,45 +91,72 @@ class TaskProducers:
 
 
 def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
-    """Send every row, flush, and wait until the broker confirmed each one; raise the first failure. Under
+    """A row writer's task (Spark Rows: PySpark 4.0's stream writer)."""
+    payloads = TopicPayloads(columns, options.topic, options.admin)
+    messages = map(columns.message, rows) if payloads.raw else _encoded(rows, columns, payloads)
+    return send_messages(messages, options, columns, task, payloads)
+
+
+def write_batches(batches: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
+    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them)."""
+    payloads = TopicPayloads(columns, options.topic, options.admin)
+    return send_messages(batch_messages(batches, columns, payloads), options, columns, task, payloads)
+
+
+def _encoded(rows: Iterable[Any], columns: WriteColumns, payloads: TopicPayloads) -> Iterator[Message]:
+    """Rows' messages with payloads made with their topic's schema (checked before the topic's first row is sent)."""
+    for row in rows:
+        m = columns.message(row)
+        payload = payloads.named(m.topic)
+        yield m if payload is None or payload.encoding.how == "raw" else m._replace(value=payload.encode(row))
+
+
+def send_messages(messages: Iterable[Message], options: WriteOptions, columns: WriteColumns, task: int,
+                  payloads: TopicPayloads | None = None) -> SinkCommitMessage:
+    """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
     effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
-    persisted sequence id) are skipped."""
+    persisted sequence id) are skipped. `payloads`: the feeder's, which made the messages' payloads; the producers
+    declare their topics' schemas from it."""
     identity = task_identity(options.sink_id, task) if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
-    routers: dict[str, Router] = {}
+    routes: dict[str | None, tuple[Router, Any]] = {}  # topic column value (None: the option's) -> (router, schema)
     producers = TaskProducers(options, identity)
+    lanes: dict[str, tuple[Any, int, Any]] = {}  # destination -> (send, last persisted sequence id, callback)
     answers = Confirmations(_send_timeout_s(options.producer.kwargs))
-    payloads = TopicPayloads(columns, options.topic is not None, options.admin)
+    payloads = payloads or TopicPayloads(columns, options.topic, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
+    by_option = options.topic is not None  # the option's topic, under None, else each row's topic column
     skipped = 0
     failed = True
     try:
-        for position, row in enumerate(rows):
-            m = columns.message(row)
-            topic = options.topic or _row_topic(m.topic, topic_column)
-            router = routers.get(str(topic))
-            if router is None:
-                if identity is not None and options.topic is None:  # the option's topic was checked at the start
+        for position, m in enumerate(messages):
+            route = routes.get(None if by_option else m.topic)
+            if route is None:
+                topic = options.topic or _row_topic(m.topic, topic_column)
+                if identity is not None and not by_option:  # the option's topic was checked at the start
                     check_deduplication(options.admin, [topic])
-                router = routers[str(topic)] = Router(topic, _partitions(options, topic), task, single)
-            encode, schema = payloads.of(topic)  # a topic's schema is checked before its first row is sent
+                schema = payloads.of(topic).schema  # a topic's schema is checked before its first row is sent
+                route = routes[None if by_option else m.topic] = (Router(topic, _partitions(options, topic), task, single), schema)
+            router, schema = route
             destination = router.destination(m.key, m.partition, partition_column)
-            producer, last_persisted = producers.get(destination, schema)
+            lane = lanes.get(destination)
+            if lane is None:
+                producer, last = producers.get(destination, schema)
+                lane = lanes[destination] = (sender(producer), last, answers.callback(destination))
+            send, last_persisted, callback = lane
             sequence_id = identity.sequence_id(position) if identity is not None else None
             if sequence_id is not None and sequence_id <= last_persisted:
                 skipped += 1  # persisted by an earlier attempt of this task
                 continue
-            value = encode(row)
             if permits is not None:
-                permits.take(destination, len(value or b""))  # waits while the partition's window is spent
+                permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
             answers.sending()
             try:
-                producer.send_async(value, answers.callback(destination), properties=m.properties, partition_key=m.key,
-                                    ordering_key=m.ordering_key, sequence_id=sequence_id, event_timestamp=m.event_time_ms)
+                send(m, sequence_id, callback)
             except Exception as e:
-                answers.callback(destination)(_result_of(e), None)
+                callback(_result_of(e), None)
             if answers.error:
                 break  # nothing after a failed send: a later one persisted would hide it from deduplication on the retry
         if answers.error is None:

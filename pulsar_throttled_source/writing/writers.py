@@ -1,8 +1,13 @@
-"""The Spark-facing writers: a batch write (df.write, DataSourceWriter) and a stream's (df.writeStream,
-DataSourceStreamWriter). They answer Spark's calls and delegate: write() on the executors to write_task,
+"""The Spark-facing writers: a batch write (df.write) and a stream's (df.writeStream). They answer Spark's calls and
+delegate: write() on the executors to write_task,
 commit/abort on the driver only log what was written (the messages are persisted when write() returns;
 deliveryGuarantee atLeastOnce: a failed and retried task, or a micro-batch run again after a restart,
 sends its rows again).
+
+Each is an Arrow writer where the running PySpark has one (DataSourceArrowWriter: every supported line;
+DataSourceStreamArrowWriter: 4.1+), so write() gets the Arrow record batches PySpark reads from Spark, and else
+a row writer (a stream on 4.0), whose write() gets Rows made from those batches; both feed write_task's one
+sending core.
 """
 
 from __future__ import annotations
@@ -12,14 +17,19 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, WriterCommitMessage
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+try:
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as StreamWriterBase
+except ImportError:  # PySpark 4.0: a stream writer gets rows
+    from pyspark.sql.datasource import DataSourceStreamWriter as StreamWriterBase  # type: ignore[assignment]
 
 from ..metadata.admin import PulsarAdmin
 from .effectively_once import check_deduplication
 from .message_columns import WriteColumns
 from .payload_schema import planned_columns
 from .write_options import WriteOptions, parse_write_options
-from .write_task import SinkCommitMessage, write_rows
+from .write_task import SinkCommitMessage, write_batches, write_rows
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +74,20 @@ def pinned_partitions(options: WriteOptions) -> int:
         admin.close()
 
 
+def write_input(writer: Any, iterator: Iterator[Any], options: WriteOptions, columns: WriteColumns) -> SinkCommitMessage:
+    """One task's write: Arrow record batches for an Arrow writer (what PySpark hands it), else rows."""
+    write = write_batches if is_arrow_writer(writer) else write_rows
+    return write(iterator, options, columns, _task_partition())
+
+
+def is_arrow_writer(writer: Any) -> bool:
+    """Whether PySpark hands `writer.write()` Arrow record batches (it checks these classes the same way)."""
+    return isinstance(writer, ARROW_WRITERS)
+
+
+ARROW_WRITERS: tuple[type, ...] = tuple(c for c in (DataSourceArrowWriter, StreamWriterBase) if c.__name__.endswith("ArrowWriter"))
+
+
 def _task_partition() -> int:
     from pyspark import TaskContext
 
@@ -81,13 +105,13 @@ def _written(messages: list[WriterCommitMessage | None]) -> tuple[int, int]:
     return sum(m.total for m in done), len(done)
 
 
-class PulsarBatchWriter(DataSourceWriter):
+class PulsarBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        return write_rows(iterator, self.options, self.columns, _task_partition())
+        return write_input(self, iterator, self.options, self.columns)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         total, tasks = _written(messages)
@@ -99,7 +123,7 @@ class PulsarBatchWriter(DataSourceWriter):
                     "here: a rerun of the write sends them again).", total, tasks)
 
 
-class PulsarStreamWriter(DataSourceStreamWriter):
+class PulsarStreamWriter(StreamWriterBase):
     def __init__(self, options: WriteOptions, columns: WriteColumns) -> None:
         self.options = options
         self.columns = columns
@@ -114,7 +138,7 @@ class PulsarStreamWriter(DataSourceStreamWriter):
         return self.__dict__
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        return write_rows(iterator, self.options, self.columns, _task_partition())
+        return write_input(self, iterator, self.options, self.columns)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803 (Spark's name)
         total, tasks = _written(messages)

@@ -118,6 +118,14 @@ def check(version: str, nb, service_url: str) -> None:
         assert "(existing)" in text_of(code[1]) and int(run.group(2)) == 0, (version, caught)
     else:
         assert int(run.group(2)) == 1000 and int(run.group(3)) >= 2 and int(run.group(4)) <= 400, (version, caught)
+    # The write cell: the batch query's topic (its 2,000 messages, read to the end it had at load()), upper-cased, into a second topic under a write quota, read back.
+    # A topic of the user's: nothing written (no topic created beside it).
+    wrote = next(text_of(c) for c in code if "Wrote " in text_of(c))
+    if version == EXISTING:
+        assert "Wrote nothing: the notebook reads an existing topic of yours" in wrote, (version, wrote)
+    else:
+        assert re.search(r"Wrote 2000 messages to \S+ in [\d.]+ s \(write quota 1000 a second per partition\); the first: b'ORDER-",
+                         wrote), (version, wrote)
     plot = next(c for c in code if "plot_progress(" in c.source)
     assert [o for o in plot.get("outputs", []) if "image/png" in o.get("data", {})], (version, plot.get("outputs"))
     assert "stopped" in text_of(code[-1]), version

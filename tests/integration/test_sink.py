@@ -201,3 +201,54 @@ def test_write_quotas_hold_per_partition_and_window_across_tasks(spark, broker, 
         per_window = [n for (part, _), n in sorted(windows.items()) if part == p]
         # Permits are taken in a window and published a few milliseconds later: a window may hold a few granted late in the one before.
         assert len(per_window) >= 3 and max(per_window) <= quota * 1.1, (p, per_window)
+
+
+def test_the_writers_get_arrow_batches_where_pyspark_has_arrow_writers(spark, broker, admin, pulsar_client, unique, tmp_path):
+    """PySpark 4.1+ (this session's: 4.3) hands both writers Arrow record batches, and the rows they hold are written
+    as the row path writes them: every field, once. (4.0's stream writer gets rows: test_older_spark_lines_write_effectively_once_too.)"""
+    from sink_probe import inputs_seen, probe_source
+
+    spark.dataSource.register(probe_source())
+    topic = create_topic(admin, f"sink-arrow-{unique}", 2)
+    t0 = dt.datetime(2026, 3, 4, 5, 6, 7, 891000, tzinfo=UTC)
+    rows = [(f"k{i % 5}", f"a{i}".encode(), {"n": str(i)}, t0 + dt.timedelta(milliseconds=i), "o" if i % 2 else None) for i in range(50)]
+    batch_dir, stream_dir = tmp_path / "batch", tmp_path / "stream"
+    batch_dir.mkdir(), stream_dir.mkdir()
+    spark.createDataFrame(rows, SCHEMA).repartition(2).write.format("pulsar-throttled-probe") \
+        .options(**sink_options(broker, topic, probeDir=str(batch_dir))).mode("append").save()
+    assert inputs_seen(batch_dir) == ["RecordBatch", "RecordBatch"]
+
+    source = create_topic(admin, f"sink-arrow-src-{unique}", 2)
+    sent = produce(pulsar_client, source, 30, batch=5)
+    query = (read_stream(spark, source_options(broker, source, startingOffsets="earliest")).writeStream
+             .format("pulsar-throttled-probe").options(**sink_options(broker, topic, probeDir=str(stream_dir)))
+             .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    assert query.exception() is None
+    assert inputs_seen(stream_dir) and set(inputs_seen(stream_dir)) == {"RecordBatch"}
+
+    got = read_back(pulsar_client, topic, len(rows) + len(sent))
+    ms = lambda t: int(t.timestamp() * 1000)  # noqa: E731
+    assert Counter(g[1:] for g in got) == Counter((v, k, properties_of(p), ms(t), o) for k, v, p, t, o in rows) + \
+        Counter((s.payload, s.key, properties_of(s.properties), None, None) for s in sent)
+
+
+def test_the_enrich_example_reads_and_writes_under_quotas_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
+    """examples/enrich_topic.py as documented (its own Spark, a read quota and a write quota, effectivelyOnce):
+    every message of the source once in the target, upper-cased and tagged, key, properties and partition kept."""
+    namespace = create_namespace(admin, f"public/sink-example-{unique}")
+    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
+    source = create_topic(admin, f"sink-example-src-{unique}", 2)
+    target = create_topic(admin, f"{namespace}/enriched", 2)
+    sent = produce(pulsar_client, source, 60, batch=5)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    job = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "examples" / "enrich_topic.py"),
+                          "--service-url", broker.service_url, "--admin-url", broker.admin_url, "--source", source,
+                          "--target", target, "--read-rate-msgs", "10", "--write-rate-msgs", "20",
+                          "--delivery-guarantee", "effectivelyOnce", "--checkpoint", str(tmp_path / "checkpoint"),
+                          "--trigger", "availableNow", "--timeout", "300"], env=env, capture_output=True, text=True, timeout=600)
+    assert job.returncode == 0, job.stderr[-3000:]
+    assert "Done: 60 messages in " in job.stdout, job.stdout
+    got = read_back(pulsar_client, target, len(sent))
+    assert Counter((g[0], g[1], g[2], g[3]) for g in got) == \
+        Counter((s.partition, s.payload.upper(), s.key, properties_of({**s.properties, "enrichedBy": "enrich_topic"})) for s in sent)

@@ -125,7 +125,7 @@ def test_a_stream_whose_topic_does_not_deduplicate_fails_when_its_first_micro_ba
 def test_a_task_keeps_in_flight_what_the_broker_confirmed_in_the_last_quarter_of_the_send_timeout():
     import threading
 
-    from pulsar_throttled_source.writing.write_task import MIN_IN_FLIGHT, Confirmations
+    from pulsar_throttled_source.writing.confirmations import MIN_IN_FLIGHT, Confirmations
 
     clock = FakeClock()
     answers = Confirmations(send_timeout_s=4.0, clock=clock)  # a window of 1 s
@@ -147,9 +147,37 @@ def test_a_task_keeps_in_flight_what_the_broker_confirmed_in_the_last_quarter_of
     clock.advance(1.01)  # none confirmed in the last second (a throttled broker): back to the floor
     assert answers.in_flight_allowed() == MIN_IN_FLIGHT
     answers.callback("t")(pulsar.Result.Timeout, None)
-    answers.pending = 2 * MIN_IN_FLIGHT
+    answers.sent = answers.answered + 2 * MIN_IN_FLIGHT  # over the floor, with a send failed
     answers.sending()  # a failed send lets the task go on (to stop and report it)
     assert Confirmations(send_timeout_s=0.0).in_flight_allowed() == MIN_IN_FLIGHT  # no timeout: sending() never waits
+
+
+def test_a_task_checks_the_pace_without_the_lock_only_while_the_bound_it_took_holds():
+    """The task's thread takes the lock only when its sends reach a bound on the pace or the bound's time runs out
+    (an eighth of the window): a broker that stops confirming still holds the task back once the window has passed."""
+    import threading
+
+    from pulsar_throttled_source.writing.confirmations import MIN_IN_FLIGHT, Confirmations
+
+    clock = FakeClock()
+    answers = Confirmations(send_timeout_s=4.0, clock=clock)  # a window of 1 s
+    for _ in range(30):  # a fast broker: 30 confirmed at once
+        answers.sending()
+        answers.callback("t")(pulsar.Result.Ok, None)
+    for _ in range(20):  # the bound taken at 10 in flight: 30, the confirmations within the window
+        answers.sending()
+    clock.advance(0.2)  # past the bound's time: taken again, the same 30 still within the window
+    answers.sending()
+    assert answers.pending == 21
+    clock.advance(0.81)  # the window has passed with nothing confirmed: the floor, below the 21 in flight; the send waits
+    blocked = threading.Thread(target=answers.sending)
+    blocked.start()
+    blocked.join(0.2)
+    assert blocked.is_alive() and answers.in_flight_allowed() == MIN_IN_FLIGHT
+    for _ in range(11):  # the broker answers again: the send goes once fewer are in flight than it confirmed lately
+        answers.callback("t")(pulsar.Result.Ok, None)
+    blocked.join(10)
+    assert not blocked.is_alive() and answers.pending == 21 - 11 + 1
 
 
 def test_a_named_streams_query_name_is_spark_s_not_an_unknown_option(broker):

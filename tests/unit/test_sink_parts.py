@@ -270,3 +270,9 @@ def test_a_writes_options_show_no_secret():
     assert o.credentials is not None and o.credentials.client_params() == f"token:{jwt}"
     shown = repr(o) + repr(o.client) + str(o.quota)
     assert jwt not in shown and "hunter2" not in shown
+
+
+def test_what_spark_adds_to_a_writers_options_is_not_refused():
+    """save(path), checkpointLocation and a stream's queryName reach the sink as options (examples/enrich_topic.py names its query)."""
+    o = parse_write_options(BASE | {"topic": "t", "path": "p", "checkpointLocation": "/chk", "queryName": "enrich"})
+    assert str(o.topic) == "persistent://public/default/t"
