@@ -28,7 +28,6 @@ from pulsar_throttled_source.writing.producers import ProducerCache
 from pulsar_throttled_source.writing.routing import Router, java_string_hash, key_partition
 from pulsar_throttled_source.writing.write_options import parse_write_options, refuse_write_options
 
-URLS = URLS
 
 # -- options -----------------------------------------------------------------------------------------------------
 def test_a_write_takes_the_connection_options_and_passes_producer_settings_through():
@@ -274,5 +273,5 @@ def test_a_writes_options_show_no_secret():
 
 def test_what_spark_adds_to_a_writers_options_is_not_refused():
     """save(path), checkpointLocation and a stream's queryName reach the sink as options (examples/enrich_topic.py names its query)."""
-    o = parse_write_options(BASE | {"topic": "t", "path": "p", "checkpointLocation": "/chk", "queryName": "enrich"})
+    o = parse_write_options(URLS | {"topic": "t", "path": "p", "checkpointLocation": "/chk", "queryName": "enrich"})
     assert str(o.topic) == "persistent://public/default/t"
