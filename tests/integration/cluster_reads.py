@@ -1,6 +1,6 @@
 """What the cluster tests (test_pulsar_cluster*.py, on the pulsar_cluster fixture) share: each partition's owner and
 bundle by the brokers' lookup, moving a bundle to a broker, a topic whose partitions both brokers own, a throttled
-drain of a topic and the exactly-once and per-window checks of what it delivered."""
+drain of a topic and the exactly-once and per-window checks of what it delivered, the bookies holding each ledger."""
 
 from __future__ import annotations
 
@@ -115,6 +115,16 @@ def assert_exactly_once_under_quota(sink: Sink, topic: str, sent: list[Sent], pa
     assert len(sink.data_batches()) >= 3, f"the quota should spread the backlog over several batches\n{table}"
     ok, why = per_window_ok(sink.data_batches(), lambda b, p: b.n_entries(p), ENTRY_QUOTA)
     assert ok, f"{why}\n{table}"
+
+
+def ledger_bookies(admin_url: str, partition: str, bookies: dict[str, str]) -> dict[int, set[str]]:
+    """Each ledger of the partition -> the bookies (by member name) its ensemble names, from the ledger metadata
+    the broker's internal stats show with metadata=true."""
+    stats = requests.get(f"{admin_url}/admin/v2/{TopicName.parse(partition).rest_path}/internalStats",
+                         params={"metadata": "true"}, timeout=30)
+    stats.raise_for_status()
+    return {int(ledger["ledgerId"]): {name for name, address in bookies.items() if address in str(ledger.get("metadata"))}
+            for ledger in stats.json()["ledgers"]}
 
 
 def what_differs(sink: Sink, sent: list[Sent]) -> str:

@@ -6,13 +6,17 @@ listener (pulsar_throttled_source.metrics) exporting each progress event. Prints
 JSON; the test checks it against what it sent. Last (issue 42), in the same Spark application, the spark-submit
 example's own main (examples/throttled_ingest.py --trigger availableNow, which calls
 pulsar_throttled_source.catch_up) catches a fourth topic up into parquet and stops the session; what it prints
-follows the RESULT line. Runs on 4.3 too (pass sys.executable) when checking by hand."""
+follows the RESULT line. Before it, the same application writes (issue 53, fault_jobs/sink_retry_job.py's runs: a batch
+write and a stream, each task failing halfway on its first attempt, effectivelyOnce) and prints one WRITE line of JSON:
+hence the master local[2,4] (up to 4 attempts per task), so one Spark application per line serves both the read and
+the write checks. Runs on 4.3 too (pass sys.executable) when checking by hand."""
 
 import contextlib
 import io
 import json
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,8 +28,8 @@ from pyspark.sql.streaming import StreamingQueryListener
 from pulsar_throttled_source.metrics import PulsarThrottleMetrics
 from pulsar_throttled_source.query_progress import source_report
 
-service_url, admin_url, topic, an_topic, progress_topic, catch_up_topic, workdir, total, an_total, notebook = sys.argv[1:11]
-spark = (SparkSession.builder.master("local[2]").appName("compat").config("spark.ui.enabled", "false")
+service_url, admin_url, topic, an_topic, progress_topic, catch_up_topic, workdir, total, an_total, notebook, writes = sys.argv[1:12]
+spark = (SparkSession.builder.master("local[2,4]").appName("compat").config("spark.ui.enabled", "false")
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", "2").getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
@@ -147,6 +151,16 @@ result["catch_up"] = run(an_topic, "an", pt, lambda n: len(result["after_availab
 result["an"] = rows("an")
 result["watched"] = watch_and_idle()
 print("RESULT " + json.dumps(result), flush=True)
+# The writes (test_spark_versions' write test checks the topics); a failure here is reported, not raised, so the
+# example below still runs for the read test.
+sys.path.insert(0, str(Path(__file__).parent / "fault_jobs"))
+from sink_retry_job import write_runs  # noqa: E402
+
+try:
+    write_runs(spark, json.loads(writes))
+    print("WRITE " + json.dumps({"error": None}), flush=True)
+except Exception:
+    print("WRITE " + json.dumps({"error": traceback.format_exc()}), flush=True)
 # The example as spark-submit runs it: its main takes this session (getOrCreate) and stops it when done.
 sys.path.insert(0, str(Path(notebook).parent.parent / "examples"))
 from throttled_ingest import main  # noqa: E402

@@ -147,42 +147,6 @@ def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_
     assert set(got["stream-alo"]) == set(expected_stream["alo"]) and sum(got["stream-alo"].values()) > len(sent["alo"])
 
 
-def test_older_spark_lines_write_effectively_once_too(broker, admin, pulsar_client, unique, tmp_path):
-    """PySpark 4.0 and 4.1 (row writers; cached venvs, tests/compat_venvs.py, running today's checkout): the same job as
-    above, a batch write and a stream each failing halfway on a first attempt, every row once. Their AvailableNow runs
-    one unthrottled micro-batch (no admission control), so the stream is one batch here."""
-    from compat_venvs import ROOT, VERSIONS, compat_python
-
-    namespace = create_namespace(admin, f"public/sink-compat-{unique}")
-    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
-    jobs = {}
-    for version in VERSIONS:  # side by side: each mostly waits on its own Spark
-        short = version.replace(".", "")
-        batch, stream = (create_topic(admin, f"{namespace}/{kind}-{short}", 2) for kind in ("batch", "stream"))
-        source = create_topic(admin, f"sink-compat-src-{short}-{unique}", 2)
-        sent = produce(pulsar_client, source, 40, batch=5)
-        runs = [{"mode": "batch", "topic": batch, "guarantee": "effectivelyOnce", "sink_id": f"compat-{unique}", "rows": 200,
-                 "fail_at": [60, 170]},
-                {"mode": "stream", "topic": stream, "guarantee": "effectivelyOnce", "source": source,
-                 "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": [s.payload.decode() for s in sent[18:20]]}]
-        python = compat_python(version)
-        env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PYTHONPATH=str(ROOT))
-        spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
-        job = subprocess.Popen([str(python), str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        jobs[version] = (job, batch, stream, sent)
-    for version, (job, batch, stream, sent) in jobs.items():
-        try:
-            out, err = job.communicate(timeout=600)
-        finally:
-            job.kill()
-        assert job.returncode == 0, f"PySpark {version}: {err[-3000:]}"
-        assert Counter((g[1], g[2]) for g in read_back(pulsar_client, batch, None)) == \
-            Counter((f"r{i}".encode(), f"k{i % 7}") for i in range(200)), version
-        assert Counter((g[1], g[2]) for g in read_back(pulsar_client, stream, None)) == Counter((s.payload, s.key) for s in sent), version
-
-
 def test_write_quotas_hold_per_partition_and_window_across_tasks(spark, broker, admin, pulsar_client, unique, tmp_path):
     topic = create_topic(admin, f"sink-quota-{unique}", 2)
     rows, quota = 240, 40  # 120 per partition at 40 a second: three windows at least

@@ -1,5 +1,6 @@
 """Writes to Pulsar on a master with task retries, run by test_sink.py in its own process (the test session's Spark
 runs `local[2]`, without task retries; a master cannot change inside a process): `local[2,4]`, up to 4 attempts per task.
+On the older PySpark lines, compat_job.py calls write_runs in its own local[2,4] application (one per line).
 
 Each run's task fails halfway through its rows on its first attempt, with a real error of Pulsar's: the rows named
 in `fail_at` get a payload over the broker's maxMessageSize on attempt 0 (the producer answers MessageTooBig), and
@@ -29,42 +30,49 @@ OVERSIZE = 200_000  # bytes: over the test broker's maxMessageSize (131072, test
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     spark = job_session("local[2,4]", "pulsar-throttled-sink-retry-job")
-    from pyspark.sql import functions as F
 
     spark.sparkContext.setLogLevel("ERROR")
-    connection = {"service.url": spec["service_url"], "admin.url": spec["admin_url"]}
     try:
-        for run in spec["runs"]:
-            fail_at = set(run["fail_at"])
-
-            @F.udf("binary")
-            def payload(ident, value=None):
-                from pyspark import TaskContext
-
-                if TaskContext.get().attemptNumber() == 0 and (ident if value is None else bytes(value).decode()) in fail_at:
-                    return b"x" * OVERSIZE
-                return f"r{ident}".encode() if value is None else bytes(value)
-
-            options = {**connection, "topic": run["topic"], "deliveryGuarantee": run["guarantee"]}
-            if run.get("sink_id"):
-                options["sinkId"] = run["sink_id"]
-            if run["mode"] == "batch":
-                df = spark.range(run["rows"], numPartitions=2).select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
-                                                                      payload("id").alias("value"))
-                df.write.format("pulsar-throttled").options(**options).mode("append").save()
-            else:
-                reader = spark.readStream.format("pulsar-throttled").options(**connection, topic=run["source"])
-                if run.get("max_entries"):  # several micro-batches (PySpark 4.2+: AvailableNow reads them all)
-                    reader = reader.option("maxEntriesPerTrigger", str(run["max_entries"]))
-                src = reader.option("startingOffsets", "earliest").load()
-                out = src.withColumn("value", payload(F.lit(None), "value"))
-                query = (out.writeStream.format("pulsar-throttled").options(**options)
-                         .option("checkpointLocation", run["checkpoint"]).trigger(availableNow=True).start())
-                query.awaitTermination()
-            print(json.dumps({"done": run["topic"]}), flush=True)
+        write_runs(spark, spec)
     finally:
         spark.stop()
     return 0
+
+
+def write_runs(spark, spec: dict) -> None:
+    """The runs of `spec` on `spark` (a session on a master with task retries, such as local[2,4]); also called by
+    compat_job.py, whose one application per older PySpark line reads and writes."""
+    from pyspark.sql import functions as F
+
+    connection = {"service.url": spec["service_url"], "admin.url": spec["admin_url"]}
+    for run in spec["runs"]:
+        fail_at = set(run["fail_at"])
+
+        @F.udf("binary")
+        def payload(ident, value=None):
+            from pyspark import TaskContext
+
+            if TaskContext.get().attemptNumber() == 0 and (ident if value is None else bytes(value).decode()) in fail_at:
+                return b"x" * OVERSIZE
+            return f"r{ident}".encode() if value is None else bytes(value)
+
+        options = {**connection, "topic": run["topic"], "deliveryGuarantee": run["guarantee"]}
+        if run.get("sink_id"):
+            options["sinkId"] = run["sink_id"]
+        if run["mode"] == "batch":
+            df = spark.range(run["rows"], numPartitions=2).select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
+                                                                  payload("id").alias("value"))
+            df.write.format("pulsar-throttled").options(**options).mode("append").save()
+        else:
+            reader = spark.readStream.format("pulsar-throttled").options(**connection, topic=run["source"])
+            if run.get("max_entries"):  # several micro-batches (PySpark 4.2+: AvailableNow reads them all)
+                reader = reader.option("maxEntriesPerTrigger", str(run["max_entries"]))
+            src = reader.option("startingOffsets", "earliest").load()
+            out = src.withColumn("value", payload(F.lit(None), "value"))
+            query = (out.writeStream.format("pulsar-throttled").options(**options)
+                     .option("checkpointLocation", run["checkpoint"]).trigger(availableNow=True).start())
+            query.awaitTermination()
+        print(json.dumps({"done": run["topic"]}), flush=True)
 
 
 if __name__ == "__main__":
