@@ -39,6 +39,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -109,10 +110,11 @@ def memory_sample() -> dict[str, float | int | None]:
 class Producer(threading.Thread):
     """Publishes `rate` msgs/s: every 1/ticks s, one entry of MSGS_PER_ENTRY messages per partition in turn."""
 
-    def __init__(self, client: pulsar.Client, topic: TopicName, rate: float) -> None:
+    def __init__(self, client: pulsar.Client, topic: TopicName, rate: float, **producer_kwargs: object) -> None:
         super().__init__(daemon=True)
         self.producers = [client.create_producer(str(topic.partition(p)), batching_enabled=True, batching_max_messages=1000,
-                                                 batching_max_publish_delay_ms=60_000, block_if_queue_full=True)
+                                                 batching_max_publish_delay_ms=60_000, block_if_queue_full=True,
+                                                 **producer_kwargs)
                           for p in range(PARTITIONS)]
         self.interval = MSGS_PER_ENTRY / rate
         self.sent = [0] * PARTITIONS
@@ -216,91 +218,108 @@ def _fmt(v: float | None) -> str:
     return f"{v:8.1f}" if v is not None else f"{'-':>8}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parser(description: str | None = __doc__) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the producer and the query run together")
     parser.add_argument("--rate", type=float, default=200.0, help="messages per second published (all partitions)")
     parser.add_argument("--quota", type=int, default=0, help="topic quota per partition in msgs/s (default 1.2 x rate per partition)")
     parser.add_argument("--sample-seconds", type=float, default=10.0)
     parser.add_argument("--drain-timeout", type=float, default=300.0, help="seconds to wait for the query to catch up at the end")
-    args = parser.parse_args(argv)
-    quota = args.quota or math.ceil(1.2 * args.rate / PARTITIONS)
+    return parser
+
+
+def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("PULSAR_THROTTLED_LOG_LEVEL", "WARNING")  # one INFO line per batch would flood the table
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    prepare_environment()
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     print(f"starting a local Pulsar broker in {work} ...", file=sys.stderr)
-    quiet = logging.getLogger("bench-pulsar-client")
-    quiet.setLevel(logging.WARNING)
     with LocalBroker(data_dir=work / "broker", max_entries_per_ledger=2000) as broker:
         admin = TopicAdmin(broker.admin_url)
         topic = TopicName.parse(f"bench-soak-{time.time_ns()}")
         admin.create_partitioned_topic(topic, PARTITIONS)
-        client = pulsar.Client(broker.service_url, logger=quiet)
-
-        from pyspark.sql import SparkSession
-
-        spark = (SparkSession.builder.master("local[2]").appName("soak")
-                 .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
-        sink = Sink()
-        producer = Producer(client, topic, args.rate)
-        reader = spark.readStream.format("pulsar-throttled")
-        for k, v in {"service.url": broker.service_url, "admin.url": broker.admin_url, "topic": str(topic),
-                     "startingOffsets": "earliest", "subscription": "soak", "throttlingMode": "precise",
-                     "dispatchThrottlingRatePerTopicInMsg": quota, "quotaStatePath": work / "quota.sqlite",
-                     "metadataRefreshIntervalMs": 500}.items():
-            reader = reader.option(k, str(v))
-        producer.start()
-        started = time.monotonic()
-        query = (reader.load().writeStream.foreachBatch(sink).trigger(processingTime="1 second")
-                 .option("checkpointLocation", str(work / "cp")).start())
-        windows: dict[int, int] = {}  # batch id -> planning window
-        samples: list[tuple[float, dict]] = []
-
-        def collect_progress() -> None:
-            for p in query.recentProgress:
-                if "addBatch" in (p.get("durationMs") or {}) and p["numInputRows"] > 0:
-                    windows.setdefault(int(p["batchId"]), planning_window(p))
-
-        print(f"topic {topic}: {PARTITIONS} partitions, publishing {args.rate:.0f} msgs/s in entries of {MSGS_PER_ENTRY}; "
-              f"precise mode, topic quota {quota} msgs/s per partition; {args.minutes:g} min")
-        print(f"{'t (s)':>6} {'planner':>8} {'driver':>8} {'jvm':>8} {'workers':>8}   (RSS MB)  {'produced':>9} {'delivered':>9} {'backlog':>8} {'batches':>7}")
         try:
-            end_at = started + args.minutes * 60
-            next_sample = started + args.sample_seconds
-            while time.monotonic() < end_at:
-                if query.exception() is not None:
-                    raise RuntimeError(f"the query failed: {query.exception()}")
-                time.sleep(max(0.0, min(next_sample, end_at) - time.monotonic()))
-                if time.monotonic() >= next_sample:
-                    next_sample += args.sample_seconds
-                    mem = memory_sample()
-                    collect_progress()
-                    t = time.monotonic() - started
-                    samples.append((t, mem))
-                    print(f"{t:6.0f} {_fmt(mem['runner'])} {_fmt(mem['driver_py'])} {_fmt(mem['jvm'])} {_fmt(mem['workers'])}"
-                          f"            {producer.total:9d} {sink.delivered:9d} {backlog_of(query.lastProgress) or 0:8d} {len(sink.batches):7d}",
-                          flush=True)
-            producer.stop()
-            produced = list(producer.sent)
-            drain_started = time.monotonic()
-            while sink.delivered < sum(produced) and time.monotonic() - drain_started < args.drain_timeout:
-                if query.exception() is not None:
-                    raise RuntimeError(f"the query failed: {query.exception()}")
-                collect_progress()
-                time.sleep(0.5)
-            drain_s = time.monotonic() - drain_started
-            time.sleep(3)  # room for late duplicates
-            collect_progress()
+            return soak(args, broker.service_url, broker.admin_url, topic, work)
         finally:
-            if producer.is_alive():
-                producer.stop()
-            query.stop()
-            spark.stop()
-            client.close()
             admin.close()
+
+
+def soak(args: argparse.Namespace, service_url: str, admin_url: str, topic: TopicName, work: Path,
+         chaos: Callable[[float], None] | None = None, **producer_kwargs: object) -> int:
+    """Run the producer and the throttled query on `topic` for `args.minutes`, calling `chaos(elapsed seconds)`
+    at every sample, then drain and report; the exit code (0: every target met)."""
+    quota = args.quota or math.ceil(1.2 * args.rate / PARTITIONS)
+    quiet = logging.getLogger("bench-pulsar-client")
+    quiet.setLevel(logging.WARNING)
+    client = pulsar.Client(service_url, logger=quiet)
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local[2]").appName("soak")
+             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    sink = Sink()
+    producer = Producer(client, topic, args.rate, **producer_kwargs)
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {"service.url": service_url, "admin.url": admin_url, "topic": str(topic),
+                 "startingOffsets": "earliest", "subscription": "soak", "throttlingMode": "precise",
+                 "dispatchThrottlingRatePerTopicInMsg": quota, "quotaStatePath": work / "quota.sqlite",
+                 "metadataRefreshIntervalMs": 500}.items():
+        reader = reader.option(k, str(v))
+    producer.start()
+    started = time.monotonic()
+    query = (reader.load().writeStream.foreachBatch(sink).trigger(processingTime="1 second")
+             .option("checkpointLocation", str(work / "cp")).start())
+    windows: dict[int, int] = {}  # batch id -> planning window
+    samples: list[tuple[float, dict]] = []
+
+    def collect_progress() -> None:
+        for p in query.recentProgress:
+            if "addBatch" in (p.get("durationMs") or {}) and p["numInputRows"] > 0:
+                windows.setdefault(int(p["batchId"]), planning_window(p))
+
+    print(f"topic {topic}: {PARTITIONS} partitions, publishing {args.rate:.0f} msgs/s in entries of {MSGS_PER_ENTRY}; "
+          f"precise mode, topic quota {quota} msgs/s per partition; {args.minutes:g} min")
+    print(f"{'t (s)':>6} {'planner':>8} {'driver':>8} {'jvm':>8} {'workers':>8}   (RSS MB)  {'produced':>9} {'delivered':>9} {'backlog':>8} {'batches':>7}")
+    try:
+        end_at = started + args.minutes * 60
+        next_sample = started + args.sample_seconds
+        while time.monotonic() < end_at:
+            if query.exception() is not None:
+                raise RuntimeError(f"the query failed: {query.exception()}")
+            time.sleep(max(0.0, min(next_sample, end_at) - time.monotonic()))
+            if time.monotonic() >= next_sample:
+                next_sample += args.sample_seconds
+                mem = memory_sample()
+                collect_progress()
+                t = time.monotonic() - started
+                samples.append((t, mem))
+                if chaos is not None:
+                    chaos(t)
+                print(f"{t:6.0f} {_fmt(mem['runner'])} {_fmt(mem['driver_py'])} {_fmt(mem['jvm'])} {_fmt(mem['workers'])}"
+                      f"            {producer.total:9d} {sink.delivered:9d} {backlog_of(query.lastProgress) or 0:8d} {len(sink.batches):7d}",
+                      flush=True)
+        producer.stop()
+        produced = list(producer.sent)
+        drain_started = time.monotonic()
+        while sink.delivered < sum(produced) and time.monotonic() - drain_started < args.drain_timeout:
+            if query.exception() is not None:
+                raise RuntimeError(f"the query failed: {query.exception()}")
+            collect_progress()
+            time.sleep(0.5)
+        drain_s = time.monotonic() - drain_started
+        time.sleep(3)  # room for late duplicates
+        collect_progress()
+    finally:
+        if producer.is_alive():
+            producer.stop()
+        query.stop()
+        spark.stop()
+        client.close()
 
     # -- report ----------------------------------------------------------------------------
     missing, duplicated, unexpected = sink.check(produced)
