@@ -139,14 +139,21 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
 
 
 def write_batches(batches: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
-    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them)."""
+    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them): by the native sender
+    where it can send the write (writing.native_write; option sendPath), else message by message here."""
+    from .native_write import send_batches_natively, uses_native_sender
+
+    if options.topic is not None and uses_native_sender(options, columns):
+        return send_batches_natively(batches, options, columns, task)
     return send_messages(batch_messages(batches, columns), options, columns, task)
 
 
-def send_messages(messages: Iterable[Message], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
+def send_messages(messages: Iterable[Message], options: WriteOptions, columns: WriteColumns, task: int,
+                  first_position: int = 0, first_partition: int | None = None) -> SinkCommitMessage:
     """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
     effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
-    persisted sequence id) are skipped."""
+    persisted sequence id) are skipped. `first_position` and `first_partition` (the round robin's next): where the
+    native sender left a task it handed over (writing.native_write)."""
     identity = task_identity(options.sink_id, task) if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
     routers: dict[str | None, Router] = {}
@@ -160,13 +167,14 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
     skipped = 0
     failed = True
     try:
-        for position, m in enumerate(messages):
+        for position, m in enumerate(messages, first_position):
             router = routers.get(None if by_option else m.topic)
             if router is None:
                 topic = options.topic or _row_topic(m.topic, topic_column)
                 if identity is not None and not by_option:  # the option's topic was checked at the start
                     check_deduplication(options.admin, [topic])
-                router = routers[None if by_option else m.topic] = Router(topic, _partitions(options, topic), task, single)
+                start = task if first_partition is None else first_partition
+                router = routers[None if by_option else m.topic] = Router(topic, _partitions(options, topic), start, single)
             destination = router.destination(m.key, m.partition, partition_column)
             lane = lanes.get(destination)
             if lane is None:
