@@ -56,7 +56,8 @@ typedef void (*pulsar_send_callback)(pulsar_result, pulsar_message_id_t *, void 
     X(void, pulsar_message_set_partition_key, (pulsar_message_t *, const char *))                                 \
     X(void, pulsar_message_set_ordering_key, (pulsar_message_t *, const char *))                                  \
     X(void, pulsar_message_set_event_timestamp, (pulsar_message_t *, uint64_t))                                   \
-    X(void, pulsar_message_set_sequence_id, (pulsar_message_t *, int64_t))
+    X(void, pulsar_message_set_sequence_id, (pulsar_message_t *, int64_t))                                       \
+    X(void, pulsar_message_set_property, (pulsar_message_t *, const char *, const char *))
 
 #define S_DEFINE(ret, name, args) static ret(*s_##name) args;
 SENDER_SYMBOLS(S_DEFINE)
@@ -195,11 +196,22 @@ typedef struct {
     int64_t offset;
 } pns_ints_t;
 
+/* A map<string,string> column: int32 offsets into its entries (`offsets == NULL`: absent), validity bits, and the
+ * entries' keys and values (string columns indexed by those offsets). */
+typedef struct {
+    const uint8_t *offsets;
+    const uint8_t *valid;
+    int64_t offsets_size, valid_size;
+    int64_t offset;
+    pns_strings_t keys, values;
+} pns_map_t;
+
 typedef struct {
     int64_t rows;
     pns_strings_t value, key, ordering_key;
     pns_ints_t partition; /* int32: null or -1, the sink routes */
     pns_ints_t event_ms;  /* int64 epoch ms: null or 0, none */
+    pns_map_t properties;
 } pns_batch_t;
 
 static int bit_set(const uint8_t *bits, int64_t size, int64_t i, int *ok) {
@@ -261,6 +273,48 @@ static int int_at(const pns_ints_t *c, int64_t row, int width, int64_t *v, int *
     return 1;
 }
 
+/* Row `row`'s entries of a map column: 1 and [*first, *end) when set, 0 when null, absent or empty. */
+static int map_at(const pns_map_t *m, int64_t row, int64_t *first, int64_t *end, int *ok) {
+    if (m->offsets == NULL) return 0;
+    int64_t i = m->offset + row;
+    if (!bit_set(m->valid, m->valid_size, i, ok)) return 0;
+    if (i < 0 || (i + 2) * 4 > m->offsets_size) {
+        *ok = 0;
+        return 0;
+    }
+    int32_t s32, e32;
+    memcpy(&s32, m->offsets + i * 4, 4);
+    memcpy(&e32, m->offsets + (i + 1) * 4, 4);
+    if (s32 < 0 || e32 < s32) {
+        *ok = 0;
+        return 0;
+    }
+    *first = s32;
+    *end = e32;
+    return e32 > s32;
+}
+
+/* Why row `row`'s properties are not sent here as the Python sender sends them (a dict of the pairs), or NULL:
+ * a null key or value (Python's error names the column), a NUL character, a key given twice (a dict keeps one). */
+static const char *properties_problem(const pns_map_t *m, int64_t row, int *ok) {
+    int64_t first, end;
+    if (!map_at(m, row, &first, &end, ok)) return NULL;
+    for (int64_t j = first; j < end && *ok; j++) {
+        const uint8_t *k, *v;
+        int64_t klen, vlen;
+        if (!string_at(&m->keys, j, &k, &klen, ok) || !string_at(&m->values, j, &v, &vlen, ok))
+            return *ok ? "a null property" : NULL;
+        if (memchr(k, 0, (size_t)klen) != NULL || memchr(v, 0, (size_t)vlen) != NULL) return "a property with a NUL character";
+        for (int64_t e = first; e < j && *ok; e++) {
+            const uint8_t *k2;
+            int64_t k2len;
+            if (string_at(&m->keys, e, &k2, &k2len, ok) && k2len == klen && memcmp(k, k2, (size_t)klen) == 0)
+                return "a property key given twice in one row";
+        }
+    }
+    return NULL;
+}
+
 /* java.lang.String.hashCode() of UTF-8 bytes: over their UTF-16 code units (routing.py's java_string_hash). */
 static int32_t java_string_hash(const uint8_t *s, int64_t n) {
     uint32_t h = 0;
@@ -311,8 +365,8 @@ struct pns_task {
     int32_t topic_partition; /* a partition named itself: its index, else -1 */
     int32_t single;          /* UseSinglePartition */
     int64_t next;            /* round robin */
-    char *scratch;           /* a key made a C string */
-    int64_t scratch_cap;
+    char *scratch[2]; /* a key (and a property's value) made C strings */
+    int64_t scratch_cap[2];
     lane_t lanes[];
 };
 
@@ -349,7 +403,8 @@ static void task_release(pns_task_t *t) {
     if (left > 0) return;
     pthread_cond_destroy(&t->answered_cond);
     pthread_mutex_destroy(&t->lock);
-    free(t->scratch);
+    free(t->scratch[0]);
+    free(t->scratch[1]);
     free(t);
 }
 
@@ -419,6 +474,11 @@ PAR_EXPORT int pns_route(void *task, const pns_batch_t *b, int32_t *dest, int64_
             *why = "an event time before 1970";
             return ROUTE_NEEDS_PYTHON;
         }
+        const char *props = properties_problem(&b->properties, r, &ok);
+        if (props != NULL) {
+            *why = props;
+            return ROUTE_NEEDS_PYTHON;
+        }
         int has_key = string_at(&b->key, r, &p, &len, &ok);
         if (has_key && memchr(p, 0, (size_t)len) != NULL) {
             *why = "a key with a NUL character";
@@ -448,17 +508,17 @@ PAR_EXPORT int pns_route(void *task, const pns_batch_t *b, int32_t *dest, int64_
     return ROUTE_OK;
 }
 
-static const char *c_string(pns_task_t *t, const uint8_t *p, int64_t len) {
-    if (len + 1 > t->scratch_cap) {
+static const char *c_string(pns_task_t *t, int which, const uint8_t *p, int64_t len) {
+    if (len + 1 > t->scratch_cap[which]) {
         int64_t cap = (len + 1) * 2;
-        char *grown = realloc(t->scratch, (size_t)cap);
+        char *grown = realloc(t->scratch[which], (size_t)cap);
         if (grown == NULL) return NULL;
-        t->scratch = grown;
-        t->scratch_cap = cap;
+        t->scratch[which] = grown;
+        t->scratch_cap[which] = cap;
     }
-    memcpy(t->scratch, p, (size_t)len);
-    t->scratch[len] = 0;
-    return t->scratch;
+    memcpy(t->scratch[which], p, (size_t)len);
+    t->scratch[which][len] = 0;
+    return t->scratch[which];
 }
 
 /* Send the batch's rows as routed by pns_route (`dest`), row r with sequence id `sequence_base + r` when
@@ -490,12 +550,23 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
         else if (ok && s_set_null_value != NULL)
             s_set_null_value(msg);
         const char *text;
-        if (string_at(&b->key, r, &p, &len, &ok) && len > 0 && (text = c_string(t, p, len)) != NULL)
+        if (string_at(&b->key, r, &p, &len, &ok) && len > 0 && (text = c_string(t, 0, p, len)) != NULL)
             s_pulsar_message_set_partition_key(msg, text);
-        if (string_at(&b->ordering_key, r, &p, &len, &ok) && len > 0 && (text = c_string(t, p, len)) != NULL)
+        if (string_at(&b->ordering_key, r, &p, &len, &ok) && len > 0 && (text = c_string(t, 0, p, len)) != NULL)
             s_pulsar_message_set_ordering_key(msg, text);
         if (int_at(&b->event_ms, r, 8, &ms, &ok) && ms > 0) s_pulsar_message_set_event_timestamp(msg, (uint64_t)ms);
         if (sequence_id > 0) s_pulsar_message_set_sequence_id(msg, sequence_id);
+        int64_t first, end;
+        if (map_at(&b->properties, r, &first, &end, &ok)) {
+            for (int64_t j = first; j < end && ok; j++) {
+                const uint8_t *k, *v;
+                int64_t klen, vlen;
+                const char *ktext, *vtext;
+                if (string_at(&b->properties.keys, j, &k, &klen, &ok) && string_at(&b->properties.values, j, &v, &vlen, &ok) &&
+                    (ktext = c_string(t, 0, k, klen)) != NULL && (vtext = c_string(t, 1, v, vlen)) != NULL)
+                    s_pulsar_message_set_property(msg, ktext, vtext);
+            }
+        }
         if (!ok) { /* pns_route read the same buffers; only a caller that changed them between the calls gets here */
             p_pulsar_message_free(msg);
             return handed > 0 ? handed : -1;
@@ -566,6 +637,8 @@ PAR_EXPORT int64_t pns_layout(int which) {
     case 4: return (int64_t)offsetof(pns_batch_t, partition);
     case 5: return (int64_t)offsetof(pns_batch_t, event_ms);
     case 6: return (int64_t)sizeof(pns_state_t);
+    case 7: return (int64_t)offsetof(pns_batch_t, properties);
+    case 8: return (int64_t)sizeof(pns_map_t);
     default: return -1;
     }
 }

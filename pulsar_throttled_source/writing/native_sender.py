@@ -37,11 +37,18 @@ class Ints(ctypes.Structure):
                 ("valid_size", ctypes.c_int64), ("offset", ctypes.c_int64)]
 
 
+class Pairs(ctypes.Structure):
+    """pns_map_t: a map<string,string> column's offsets and validity, and its entries' keys and values."""
+
+    _fields_ = [("offsets", ctypes.c_void_p), ("valid", ctypes.c_void_p), ("offsets_size", ctypes.c_int64),
+                ("valid_size", ctypes.c_int64), ("offset", ctypes.c_int64), ("keys", Strings), ("values", Strings)]
+
+
 class BatchColumns(ctypes.Structure):
     """pns_batch_t: one batch's rows and the columns the sender reads."""
 
     _fields_ = [("rows", ctypes.c_int64), ("value", Strings), ("key", Strings), ("ordering_key", Strings),
-                ("partition", Ints), ("event_ms", Ints)]
+                ("partition", Ints), ("event_ms", Ints), ("properties", Pairs)]
 
 
 class TaskState(ctypes.Structure):
@@ -53,7 +60,8 @@ class TaskState(ctypes.Structure):
 
 # pns_layout(i): the library's sizes and offsets of the structures above, checked at load.
 _LAYOUT = (ctypes.sizeof(BatchColumns), ctypes.sizeof(Strings), ctypes.sizeof(Ints), BatchColumns.key.offset,
-           BatchColumns.partition.offset, BatchColumns.event_ms.offset, ctypes.sizeof(TaskState))
+           BatchColumns.partition.offset, BatchColumns.event_ms.offset, ctypes.sizeof(TaskState),
+           BatchColumns.properties.offset, ctypes.sizeof(Pairs))
 
 
 class NativeSender:
@@ -172,7 +180,23 @@ def batch_columns(batch: pa.RecordBatch, columns: WriteColumns) -> tuple[BatchCo
         view.partition = _ints(_partitions(batch.column(columns.partition)), 4, keep)
     if columns.event_time >= 0:
         view.event_ms = _ints(_event_ms(batch.column(columns.event_time)), 8, keep)
+    if columns.properties >= 0:
+        view.properties = _pairs(batch.column(columns.properties), keep)
     return view, keep
+
+
+def _pairs(array: pa.Array, keep: list[Any]) -> Pairs:
+    """A map column: its offsets index its entries, whose keys and values are the entries' struct fields (field(i)
+    follows the struct's own offset; MapArray.keys would not)."""
+    if not pa.types.is_map(array.type):
+        raise Unencodable(f"a properties column of Arrow type {array.type}")
+    valid, offsets = array.buffers()[:2]
+    keep.append(array)
+    entries = array.values
+    has_nulls = valid is not None and array.null_count > 0
+    return Pairs(offsets=offsets.address, valid=valid.address if has_nulls else None, offsets_size=offsets.size,
+                 valid_size=valid.size if has_nulls else 0, offset=array.offset,
+                 keys=_strings(entries.field(0), keep, "property key"), values=_strings(entries.field(1), keep, "property value"))
 
 
 def _strings(array: pa.Array, keep: list[Any], role: str) -> Strings:

@@ -73,8 +73,6 @@ def send_path_problem(sender: NativeSender, options: WriteOptions, columns: Writ
         return "batching and chunking are both on (the Python sender's producer refuses that, naming them)"
     if options.quota.limited:
         return "a write quota (publishThrottlingRateInMsg/InByte) admits each message on the Python sender"
-    if columns.properties >= 0:
-        return "a properties column (message properties are sent by the Python sender)"
     return ""
 
 

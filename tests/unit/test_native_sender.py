@@ -53,7 +53,6 @@ def _sender(reason: str = "", settings: frozenset[str] = frozenset({"batching_en
     ({"pulsar.producer.batchingType": "KeyBased"}, COLUMNS, "cannot apply pulsar.producer.batching_type"),
     ({"pulsar.client.connectionTimeoutMs": "5000"}, COLUMNS, "cannot apply pulsar.client.connection_timeout_ms"),
     ({"publishThrottlingRateInMsg": "10"}, COLUMNS, "a write quota"),
-    ({}, PROPERTIES, "a properties column"),
 ])
 def test_what_keeps_a_write_on_the_python_sender_is_said(extra, columns, expected):
     problem = native_write.send_path_problem(_sender(), parse_write_options(BASE | extra), columns)
@@ -177,3 +176,19 @@ def test_the_library_refuses_buffers_smaller_than_their_rows(lib):
         assert lib.pns_send(task, ctypes.byref(view), dest, ctypes.sizeof(dest), -1, ctypes.byref(skipped)) == -1  # no producers
     finally:
         lib.pns_task_free(task)
+
+
+@needs_native_path
+def test_properties_the_python_sender_would_refuse_or_merge_are_left_to_it(lib):
+    def route(maps):
+        kind = pa.map_(pa.string(), pa.string())
+        batch = pa.RecordBatch.from_arrays([pa.array([b"v"] * len(maps)), pa.array(maps, kind).slice(0)], ["value", "properties"])
+        return _route(lib, batch, PROPERTIES, 2)
+
+    assert route([[("a", "1")], None, [], [("a", "1"), ("b", "2")]])[0] == ROUTE_OK
+    assert route([[("a", "1")], [("a", None)]])[2:4] == (1, "a null property")  # the Python sender's error names the column
+    assert route([[("a", "1"), ("a", "2")]])[3] == "a property key given twice in one row"  # a dict keeps the last
+    assert route([[("a\0", "1")]])[3] == "a property with a NUL character"
+    sliced = pa.array([[("x", "0")], [("a", None)], [("b", "2")]], pa.map_(pa.string(), pa.string())).slice(2)
+    batch = pa.RecordBatch.from_arrays([pa.array([b"v"]), sliced], ["value", "properties"])
+    assert _route(lib, batch, PROPERTIES, 2)[0] == ROUTE_OK  # the slice starts past the null one
