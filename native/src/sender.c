@@ -521,20 +521,20 @@ static const char *c_string(pns_task_t *t, int which, const uint8_t *p, int64_t 
     return t->scratch[which];
 }
 
-/* Send the batch's rows as routed by pns_route (`dest`), row r with sequence id `sequence_base + r` when
+/* Send rows [first, end) of the batch as routed by pns_route (`dest`), row r with sequence id `sequence_base + r` when
  * sequence_base >= 0 (effectivelyOnce; rows at or below their lane's last persisted id are skipped and counted in
  * *skipped), else the producer's own. Stops before the next row once a send failed. Returns the rows handed to
  * the producers; -1 when a lane has no producer or a buffer is too small (nothing is sent then). */
-PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *dest, int64_t dest_size,
-                            int64_t sequence_base, int64_t *skipped) {
+PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *dest, int64_t dest_size, int64_t first,
+                            int64_t end, int64_t sequence_base, int64_t *skipped) {
     pns_task_t *t = task;
     int ok = 1;
     *skipped = 0;
-    if (t == NULL || b == NULL || b->rows < 0 || dest_size < b->rows * 4) return -1;
-    for (int64_t r = 0; r < b->rows; r++)
+    if (t == NULL || b == NULL || first < 0 || end < first || end > b->rows || dest_size < b->rows * 4) return -1;
+    for (int64_t r = first; r < end; r++)
         if (dest[r] < 0 || dest[r] >= t->lanes_n || t->lanes[dest[r]].producer == NULL) return -1;
     int64_t handed = 0;
-    for (int64_t r = 0; r < b->rows; r++) {
+    for (int64_t r = first; r < end; r++) {
         if (__atomic_load_n(&t->error, __ATOMIC_ACQUIRE) != 0) break;
         lane_t *lane = &t->lanes[dest[r]];
         int64_t sequence_id = sequence_base >= 0 ? sequence_base + r : -1;

@@ -19,6 +19,7 @@ import atexit
 import ctypes
 import itertools
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -47,6 +48,7 @@ from .native_sender import (
 from .producers import ProducerCache
 from .routing import Router
 from .write_options import WriteOptions
+from .write_quota import PublishPermits, store_for
 from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, _wait_s, send_messages
 
 log = logging.getLogger(__name__)
@@ -71,8 +73,6 @@ def send_path_problem(sender: NativeSender, options: WriteOptions, columns: Writ
     kwargs = dict(options.producer.kwargs)
     if kwargs.get("batching_enabled") and kwargs.get("chunking_enabled"):
         return "batching and chunking are both on (the Python sender's producer refuses that, naming them)"
-    if options.quota.limited:
-        return "a write quota (publishThrottlingRateInMsg/InByte) admits each message on the Python sender"
     return ""
 
 
@@ -157,6 +157,7 @@ class NativeTask:
         if not self.handle:
             raise MemoryError("the native sender could not allocate a task")
         self.open: dict[int, tuple[Any, NativeProducer]] = {}  # lane -> (cache key or None, producer)
+        self.last: dict[int, int] = {}  # lane -> its producer's last persisted sequence id
         self._dest = (ctypes.c_int32 * 0)()
         self._used = (ctypes.c_uint8 * len(self.names))()
 
@@ -180,18 +181,43 @@ class NativeTask:
                 key, producer = None, _open_producer(self.sender, self.options, destination, self.identity.name)
                 last = self.lib.pns_producer_last_sequence_id(producer.handle)
             self.open[lane] = (key, producer)
+            self.last[lane] = last
             self.lib.pns_task_set_producer(self.handle, lane, producer.handle, last)
 
     def _opener(self, destination: str) -> Callable[[], NativeProducer]:
         return lambda: _open_producer(self.sender, self.options, destination, None)
 
-    def send(self, view: BatchColumns, sequence_base: int) -> int:
+    def send(self, view: BatchColumns, first: int, end: int, sequence_base: int) -> int:
+        """Send rows [first, end) of the routed batch; the rows skipped as already persisted (effectivelyOnce)."""
         skipped = ctypes.c_int64(0)
-        handed = self.lib.pns_send(self.handle, ctypes.byref(view), self._dest, ctypes.sizeof(self._dest), sequence_base,
-                                   ctypes.byref(skipped))
+        handed = self.lib.pns_send(self.handle, ctypes.byref(view), self._dest, ctypes.sizeof(self._dest), first, end,
+                                   sequence_base, ctypes.byref(skipped))
         if handed < 0:
             raise RuntimeError("the native sender refused a routed batch (a destination without producer)")
         return int(skipped.value)
+
+    def send_admitted(self, view: BatchColumns, sizes: list[int], permits: PublishPermits, pause: _Pause,
+                      sequence_base: int) -> int:
+        """Send the batch under a write quota: a permit per row (its value's bytes) from `permits`, as the Python sender
+        takes them; the rows admitted so far are sent before each wait for the next window (`pause`)."""
+        names, dest, last = self.names, self._dest, self.last
+        skipped = start = 0
+
+        def send_admitted_rows(end: int) -> None:
+            nonlocal skipped, start
+            if end > start:
+                skipped += self.send(view, start, end, sequence_base)
+                start = end
+
+        pause.before = send_admitted_rows
+        for row, size in enumerate(sizes):
+            lane = dest[row]
+            if sequence_base >= 0 and sequence_base + row <= last[lane]:
+                continue  # persisted by an earlier attempt: no permit (the library skips it)
+            pause.row = row
+            permits.take(names[lane], size)
+        send_admitted_rows(len(sizes))
+        return skipped
 
     def state(self, timeout_s: float | None) -> TaskState:
         state = TaskState()
@@ -244,6 +270,8 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
     partitions = _partitions(options, topic)
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     native = NativeTask(sender, options, identity, topic, partitions, task)
+    pause = _Pause()
+    permits = PublishPermits(options.quota, store_for(options.quota), sleep=pause) if options.quota.limited else None
     position = skipped = 0
     failed = True
     rest: Iterator[Any] | None = None
@@ -266,7 +294,12 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
             if status != ROUTE_OK:
                 raise RuntimeError(f"the native sender refused a batch's buffers (status {status})")
             native.open_lanes()
-            skipped += native.send(view, identity.sequence_id(position) if identity is not None else -1)
+            base = identity.sequence_id(position) if identity is not None else -1
+            if permits is None:
+                skipped += native.send(view, 0, batch.num_rows, base)
+            else:
+                sizes = pc.fill_null(pc.binary_length(batch.column(columns.value)), 0).to_pylist()
+                skipped += native.send_admitted(view, sizes, permits, pause, base)
             del keep
             position += batch.num_rows
             if native.state(0).error:
@@ -284,6 +317,18 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
         python.messages[name] = python.messages.get(name, 0) + n
     python.skipped += skipped
     return python
+
+
+class _Pause:
+    """PublishPermits' sleep under the native sender: the rows admitted before the waiting one are sent first."""
+
+    def __init__(self) -> None:
+        self.before: Callable[[int], None] = lambda row: None
+        self.row = 0
+
+    def __call__(self, seconds: float) -> None:
+        self.before(self.row)
+        time.sleep(seconds)
 
 
 def _raise_bad_partition(batch: pa.RecordBatch, columns: WriteColumns, row: int, topic: TopicName, partitions: int,

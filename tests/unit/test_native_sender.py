@@ -52,7 +52,7 @@ def _sender(reason: str = "", settings: frozenset[str] = frozenset({"batching_en
     ({}, COLUMNS, ""),
     ({"pulsar.producer.batchingType": "KeyBased"}, COLUMNS, "cannot apply pulsar.producer.batching_type"),
     ({"pulsar.client.connectionTimeoutMs": "5000"}, COLUMNS, "cannot apply pulsar.client.connection_timeout_ms"),
-    ({"publishThrottlingRateInMsg": "10"}, COLUMNS, "a write quota"),
+    ({"publishThrottlingRateInMsg": "10"}, COLUMNS, ""),  # admitted per row in Python, sent by the library
 ])
 def test_what_keeps_a_write_on_the_python_sender_is_said(extra, columns, expected):
     problem = native_write.send_path_problem(_sender(), parse_write_options(BASE | extra), columns)
@@ -173,7 +173,10 @@ def test_the_library_refuses_buffers_smaller_than_their_rows(lib):
         assert lib.pns_route(task, ctypes.byref(view), dest, 4, used, len(used), *args) == 3  # dest too small for 2 rows
         assert lib.pns_route(task, ctypes.byref(view), dest, ctypes.sizeof(dest), used, len(used), *args) == ROUTE_OK
         skipped = ctypes.c_int64()
-        assert lib.pns_send(task, ctypes.byref(view), dest, ctypes.sizeof(dest), -1, ctypes.byref(skipped)) == -1  # no producers
+        send = lib.pns_send
+        assert send(task, ctypes.byref(view), dest, ctypes.sizeof(dest), 0, 2, -1, ctypes.byref(skipped)) == -1  # no producers
+        assert send(task, ctypes.byref(view), dest, ctypes.sizeof(dest), 1, 3, -1, ctypes.byref(skipped)) == -1  # past the rows
+        assert send(task, ctypes.byref(view), dest, ctypes.sizeof(dest), 1, 1, -1, ctypes.byref(skipped)) == 0  # no row
     finally:
         lib.pns_task_free(task)
 
