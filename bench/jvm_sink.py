@@ -1,4 +1,5 @@
-"""This source's sink (`format("pulsar-throttled")`, deliveryGuarantee atLeastOnce and effectivelyOnce) vs StreamNative's
+"""This source's sink (`format("pulsar-throttled")`, deliveryGuarantee atLeastOnce and effectivelyOnce, each on the Python
+and on the native sender: option sendPath) vs StreamNative's
 JVM sink (pulsar-spark, `format("pulsar")`), in one run, on the same local broker: rows a second, CPU per row, memory.
 
     PYSPARK_PYTHON=.venv/bin/python .venv/bin/python bench/jvm_sink.py \\
@@ -43,6 +44,10 @@ import requests
 from pulsar_throttled_source.local_broker import LocalBroker
 
 RESULT = "SINK_RESULT "
+# Our kinds: (deliveryGuarantee, sendPath): the Python sender (pulsar-client, a Python callback per message) and the
+# native one (native/src/sender.c: a C callback per message).
+SENDERS = {"atLeastOnce-python": ("atLeastOnce", "python"), "effectivelyOnce-python": ("effectivelyOnce", "python"),
+           "atLeastOnce-native": ("atLeastOnce", "native"), "effectivelyOnce-native": ("effectivelyOnce", "native")}
 
 # Run by each side's python: one SparkSession, then one write per JSON line read from stdin.
 SIDE_SCRIPT = r'''
@@ -170,10 +175,9 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="local[N] for both sides")
     parser.add_argument("--tasks", type=int, default=2, help="Spark partitions of the DataFrame (write tasks)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", choices=("atLeastOnce", "effectivelyOnce", "jvm"), action="append",
-                        help="run only these kinds (repeatable)")
+    parser.add_argument("--only", choices=(*SENDERS, "jvm"), action="append", help="run only these kinds (repeatable)")
     args = parser.parse_args()
-    kinds = args.only or ["atLeastOnce", "effectivelyOnce", *(["jvm"] if args.jar else [])]
+    kinds = args.only or [*SENDERS, *(["jvm"] if args.jar else [])]
 
     with LocalBroker() as broker:
         admin = broker.admin_url
@@ -187,14 +191,15 @@ def main() -> None:
         def run(kind: str, rows: int) -> dict[str, Any]:
             nonlocal passes
             passes += 1
-            namespace = "bench-eo" if kind == "effectivelyOnce" else "default"
+            guarantee, send_path = SENDERS.get(kind, ("", ""))
+            namespace = "bench-eo" if guarantee == "effectivelyOnce" else "default"
             topic = f"persistent://public/{namespace}/bench-sink-{int(time.time())}-{passes}"
             path = topic.replace("persistent://", "persistent/")
             requests.put(f"{admin}/admin/v2/{path}/partitions", json=args.partitions, timeout=60).raise_for_status()
             options = {"service.url": broker.service_url, "admin.url": admin, "topic": topic}
             if kind != "jvm":
-                options["deliveryGuarantee"] = kind
-            if kind == "effectivelyOnce":
+                options.update(deliveryGuarantee=guarantee, sendPath=send_path)
+            if guarantee == "effectivelyOnce":
                 options["sinkId"] = f"bench-{passes}"
             side = sides["jvm" if kind == "jvm" else "ours"]
             r = side.write({"format": "pulsar" if kind == "jvm" else "pulsar-throttled", "options": options, "rows": rows,
@@ -203,7 +208,7 @@ def main() -> None:
             if got != rows:
                 raise RuntimeError(f"{kind}: {got:,} messages in {topic}, expected {rows:,}")
             r.update(kind=kind, rows=rows, rate=rows / r["seconds"], cpu_us=r["cpu_s"] / rows * 1e6)
-            print(f"  {kind:>15}: {r['rate']:>10,.0f} rows/s, {r['cpu_us']:5.1f} us CPU/row, peak RSS {r['peak_rss'] / 2**20:,.0f} MiB"
+            print(f"  {kind:>22}: {r['rate']:>10,.0f} rows/s, {r['cpu_us']:5.1f} us CPU/row, peak RSS {r['peak_rss'] / 2**20:,.0f} MiB"
                   + (f" (a Python worker {r['peak_worker_rss'] / 2**20:,.0f} MiB)" if r["peak_worker_rss"] else "")
                   + f", load {os.getloadavg()[0]:.1f}", flush=True)
             return r
@@ -226,13 +231,14 @@ def main() -> None:
     med = {k: {f: statistics.median(x[f] for x in v) for f in ("rate", "cpu_us", "peak_rss", "peak_worker_rss")}
            for k, v in results.items()}
     for kind, m in med.items():
-        line = f"  {kind:>15}: {m['rate']:>10,.0f} rows/s, {m['cpu_us']:5.1f} us CPU/row, peak RSS {m['peak_rss'] / 2**20:,.0f} MiB"
+        line = f"  {kind:>22}: {m['rate']:>10,.0f} rows/s, {m['cpu_us']:5.1f} us CPU/row, peak RSS {m['peak_rss'] / 2**20:,.0f} MiB"
         if "jvm" in med and kind != "jvm":
             line += f"; x JVM: rate {m['rate'] / med['jvm']['rate']:.2f}, CPU/row {m['cpu_us'] / med['jvm']['cpu_us']:.2f}"
         print(line)
-    if "atLeastOnce" in med and "effectivelyOnce" in med:
-        cost = 1 - med["effectivelyOnce"]["rate"] / med["atLeastOnce"]["rate"]
-        print(f"  effectivelyOnce costs {cost:.1%} of atLeastOnce's rate")
+    for sender in ("python", "native"):
+        once, least = f"effectivelyOnce-{sender}", f"atLeastOnce-{sender}"
+        if once in med and least in med:
+            print(f"  {sender} sender: effectivelyOnce costs {1 - med[once]['rate'] / med[least]['rate']:.1%} of atLeastOnce's rate")
     print(f"load at the end {os.getloadavg()[0]:.1f}")
 
 

@@ -39,7 +39,7 @@ setup(
             depends=["src/par_internal.h"],
             extra_compile_args=["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fvisibility=hidden",
                                 "-Wall", "-Wextra", "-Werror"],
-            libraries=["dl"],
+            libraries=["dl", "pthread"],
             py_limited_api=True,
         )
     ],

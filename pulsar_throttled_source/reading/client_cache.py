@@ -141,6 +141,11 @@ def _quiet_logger() -> Any:
     return pulsar.ConsoleLogger(pulsar.LoggerLevel.Warn)
 
 
+def native_client_for(config: ClientConfig) -> NativeClient:
+    """The worker process's shared native client (the native read path's; the sink's native sender's too)."""
+    return _NATIVE_CACHE.client(config)
+
+
 def drop_client(config: ClientConfig) -> None:
     """Forget a client that failed (e.g. broker restarted) so the next task makes a new one."""
     _CACHE.drop(config)

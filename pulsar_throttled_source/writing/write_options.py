@@ -30,7 +30,7 @@ SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs", "ratePeriodInSe
           "quotaStorePassword")
 SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
 WRITE_PREFIXES = (PRODUCER,)  # a write's own
-WRITE_OPTIONS = ("deliveryGuarantee", "sinkId", "publishThrottlingRateInMsg", "publishThrottlingRateInByte")  # docs/guides/writing.md
+WRITE_OPTIONS = ("deliveryGuarantee", "sinkId", "publishThrottlingRateInMsg", "publishThrottlingRateInByte", "sendPath")  # docs/guides/writing.md
 _SINK_ID = re.compile(r"[A-Za-z0-9_.\-]{1,100}")
 # What Spark adds to a write's options itself: save(path), a stream's checkpointLocation and its queryName
 # (DataStreamWriter.queryName puts the name among the sink's options).
@@ -58,6 +58,7 @@ class WriteOptions:
     quota: WriteQuota = WriteQuota()  # publishThrottlingRate*: per partition topic and window
     # effectivelyOnce: the `topic` option's partition count, read once at the start, so a retried task routes as before
     pinned_partitions: int | None = None
+    send_path: str = "auto"  # sendPath: auto, native or python (writing.native_write)
 
     @property
     def effectively_once(self) -> bool:
@@ -100,6 +101,7 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         quota=WriteQuota(_rate(opts, "publishThrottlingRateInMsg"), _rate(opts, "publishThrottlingRateInByte"),
                          values.number(opts, "ratePeriodInSecond"), values.quota_store(opts),
                          values.path(opts, "quotaStatePath")),
+        send_path=_send_path(opts),
     )
 
 
@@ -125,6 +127,19 @@ def _guarantee(opts: Mapping[str, str]) -> str:
     if not raw:
         return GUARANTEES[0]
     raise ValueError(f"Option 'deliveryGuarantee': '{raw}' is not allowed; expected {' or '.join(GUARANTEES)}.")
+
+
+SEND_PATHS = ("auto", "native", "python")
+
+
+def _send_path(opts: Mapping[str, str]) -> str:
+    raw = opts.get("sendpath", "").strip()
+    if not raw:
+        return SEND_PATHS[0]
+    if raw.lower() not in SEND_PATHS:
+        raise ValueError(f"Option 'sendPath': '{raw}' is not allowed; expected {', '.join(SEND_PATHS)} (native: the package "
+                         "pulsar-throttled-source-native's sender, python: pulsar-client's, auto: native where it can send the write).")
+    return raw.lower()
 
 
 def _sink_id(opts: Mapping[str, str]) -> str | None:

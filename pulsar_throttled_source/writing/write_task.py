@@ -98,8 +98,15 @@ def write_rows(rows: Iterable[Any], options: WriteOptions, columns: WriteColumns
 
 
 def write_batches(batches: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
-    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them)."""
+    """An Arrow writer's task (pyarrow.RecordBatch: the Arrow writers, where PySpark has them): by the native sender
+    where it can send the write (writing.native_write; option sendPath: the `topic` option's topic, its payloads the
+    `value` column as it is, no schema to declare), else message by message here."""
+    from .native_write import send_batches_natively, uses_native_sender
+
     payloads = TopicPayloads(columns, options.topic, options.admin)
+    if (options.topic is not None and payloads.raw and payloads.of(options.topic).schema is None
+            and uses_native_sender(options, columns)):
+        return send_batches_natively(batches, options, columns, task)
     return send_messages(batch_messages(batches, columns, payloads), options, columns, task, payloads)
 
 
@@ -112,11 +119,13 @@ def _encoded(rows: Iterable[Any], columns: WriteColumns, payloads: TopicPayloads
 
 
 def send_messages(messages: Iterable[Message], options: WriteOptions, columns: WriteColumns, task: int,
-                  payloads: TopicPayloads | None = None) -> SinkCommitMessage:
+                  payloads: TopicPayloads | None = None, first_position: int = 0,
+                  first_partition: int | None = None) -> SinkCommitMessage:
     """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
     effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
     persisted sequence id) are skipped. `payloads`: the feeder's, which made the messages' payloads; the producers
-    declare their topics' schemas from it."""
+    declare their topics' schemas from it. `first_position` and `first_partition` (the round robin's next): where the
+    native sender left a task it handed over (writing.native_write)."""
     identity = task_identity(options.sink_id, task) if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
     routes: dict[str | None, tuple[Router, Any]] = {}  # topic column value (None: the option's) -> (router, schema)
@@ -131,14 +140,15 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
     skipped = 0
     failed = True
     try:
-        for position, m in enumerate(messages):
+        for position, m in enumerate(messages, first_position):
             route = routes.get(None if by_option else m.topic)
             if route is None:
                 topic = options.topic or _row_topic(m.topic, topic_column)
                 if identity is not None and not by_option:  # the option's topic was checked at the start
                     check_deduplication(options.admin, [topic])
                 schema = payloads.of(topic).schema  # a topic's schema is checked before its first row is sent
-                route = routes[None if by_option else m.topic] = (Router(topic, _partitions(options, topic), task, single), schema)
+                start = task if first_partition is None else first_partition
+                route = routes[None if by_option else m.topic] = (Router(topic, _partitions(options, topic), start, single), schema)
             router, schema = route
             destination = router.destination(m.key, m.partition, partition_column)
             lane = lanes.get(destination)

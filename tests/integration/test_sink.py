@@ -17,6 +17,7 @@ import pytest
 import requests
 from helpers import create_namespace, create_topic, produce
 from java_producer import KeyProducer
+from native_path import SKIP_REASON, needs_native_path
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
 from sink_checks import properties_of, read_back, sink_options
 from streaming import read_stream, source_options
@@ -30,14 +31,19 @@ SCHEMA = StructType([StructField("key", StringType()), StructField("value", Bina
                      StructField("orderingKey", StringType())])
 
 
-def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, unique):
-    topic = create_topic(admin, f"sink-batch-{unique}", 3)
+# The two senders (option sendPath): pulsar-client's, a Python callback per message, and the native library's.
+SEND_PATHS = ["python", pytest.param("native", marks=needs_native_path)]
+
+
+@pytest.mark.parametrize("send_path", SEND_PATHS)
+def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, unique, send_path):
+    topic = create_topic(admin, f"sink-batch-{send_path}-{unique}", 3)
     t0 = dt.datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
     rows = [(f"k{i % 11}" if i % 4 else None, f"v{i}".encode(), {"i": str(i), "src": "batch"} if i % 3 else None,
              t0 + dt.timedelta(seconds=i) if i % 5 else None, f"o{i % 2}" if i % 6 == 0 else None) for i in range(300)]
     rows.append(("gone", None, None, None, None))  # a message without payload: a compacted topic's tombstone for "gone"
     df = spark.createDataFrame(rows, SCHEMA).repartition(4)
-    df.write.format("pulsar-throttled").options(**sink_options(broker, topic)).mode("append").save()
+    df.write.format("pulsar-throttled").options(**sink_options(broker, topic, sendPath=send_path)).mode("append").save()
 
     got = read_back(pulsar_client, topic, len(rows))
     ms = lambda t: None if t is None else int(t.timestamp() * 1000)  # noqa: E731
@@ -50,17 +56,20 @@ def test_a_batch_write_sends_every_field(spark, broker, admin, pulsar_client, un
 
 def test_keys_land_on_the_partition_a_java_producer_with_default_settings_chooses(spark, broker, admin, pulsar_client, unique):
     keys = [f"key-{i}" for i in range(60)] + ["é", "ключ-7", "\U0001F600k", "中文键", "polygenelubricants"]
-    by_java, by_sink = (create_topic(admin, f"sink-keys-{name}-{unique}", 4) for name in ("java", "spark"))
+    by_java, by_sink, by_native = (create_topic(admin, f"sink-keys-{name}-{unique}", 4) for name in ("java", "spark", "native"))
     java = KeyProducer(broker.service_url, by_java)
     try:
         java.send(*keys)
     finally:
         java.close()
     df = spark.createDataFrame([(k, k.encode()) for k in keys], "key string, value binary").repartition(3)
-    df.write.format("pulsar-throttled").options(**sink_options(broker, by_sink)).mode("append").save()
+    df.write.format("pulsar-throttled").options(**sink_options(broker, by_sink, sendPath="python")).mode("append").save()
     java_partitions = {g[2]: g[0] for g in read_back(pulsar_client, by_java, len(keys))}
     sink_partitions = {g[2]: g[0] for g in read_back(pulsar_client, by_sink, len(keys))}
     assert sink_partitions == java_partitions and len(set(java_partitions.values())) == 4
+    if not SKIP_REASON:  # the native sender routes in C: the same partitions
+        df.write.format("pulsar-throttled").options(**sink_options(broker, by_native, sendPath="native")).mode("append").save()
+        assert {g[2]: g[0] for g in read_back(pulsar_client, by_native, len(keys))} == java_partitions
     # pulsar-client for Python, at its defaults, hashes keys otherwise: what the sink's own routing is for.
     by_python = create_topic(admin, f"sink-keys-python-{unique}", 4)
     producer = pulsar_client.create_producer(by_python)
@@ -113,10 +122,14 @@ def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin
     assert read_back(pulsar_client, topic, 0) == []
 
 
+SEND_PATH = "auto" if SKIP_REASON else "native"  # the retry test's sender: the native one wherever it can be built
+
+
 def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
     """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
     and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
-    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail)."""
+    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail). On the native sender
+    (sendPath=native); the Python sender's retries: the older lines' test below (row writers)."""
     namespace = create_namespace(admin, f"public/sink-dedup-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
     topics = {name: create_topic(admin, f"{namespace}/{name}", 2) for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo")}
@@ -126,10 +139,11 @@ def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_
     runs = []
     for short, guarantee in (("eo", "effectivelyOnce"), ("alo", "atLeastOnce")):
         runs.append({"mode": "batch", "topic": topics[f"batch-{short}"], "guarantee": guarantee, "sink_id": f"retry-{unique}" if short == "eo" else None,
-                     "rows": rows, "fail_at": fail_at})
+                     "rows": rows, "fail_at": fail_at, "send_path": SEND_PATH})
         middle = [s.payload.decode() for s in sent[short][18:20]]  # messages of the second micro-batch
         runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[short],
-                     "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle, "max_entries": 4})
+                     "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle, "max_entries": 4,
+                     "send_path": SEND_PATH})
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
     job = subprocess.run([sys.executable, str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, capture_output=True,
@@ -169,7 +183,7 @@ def test_write_quotas_hold_per_partition_and_window_across_tasks(spark, broker, 
 
 def test_the_writers_get_arrow_batches_where_pyspark_has_arrow_writers(spark, broker, admin, pulsar_client, unique, tmp_path):
     """PySpark 4.1+ (this session's: 4.3) hands both writers Arrow record batches, and the rows they hold are written
-    as the row path writes them: every field, once. (4.0's stream writer gets rows: test_older_spark_lines_write_effectively_once_too.)"""
+    as the row path writes them: every field, once. (4.0's stream writer gets rows: test_spark_versions::test_older_spark_lines_write_effectively_once_too.)"""
     from sink_probe import inputs_seen, probe_source
 
     spark.dataSource.register(probe_source())

@@ -1,0 +1,139 @@
+"""The sink's native sender (native/src/sender.c) under AddressSanitizer, against the session broker, without Spark:
+a write task's Arrow batches (sliced, large_binary values, every field, a message without payload) sent through a
+build of the library with -fsanitize=address; an effectively-once task sent twice and then longer (the broker's
+last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL
+character); a send the broker refuses (a payload over maxMessageSize). Every topic is read back: the exact
+multiset of messages, nothing lost or doubled. Spark's own runs of both senders are in test_sink.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import requests
+from helpers import create_namespace, create_topic
+from native_path import needs_native_path
+
+from pulsar_throttled_source.reading import native_library as native_module
+
+pytestmark = needs_native_path
+
+# Run in a process with the ASan build preloaded: each case's commit message (or error) as one JSON line.
+ASAN_WRITER = r'''
+import json, sys
+import pyarrow as pa
+from pyspark.sql.types import BinaryType, LongType, MapType, StringType, StructField, StructType, TimestampType
+from pulsar_throttled_source.writing.message_columns import write_columns
+from pulsar_throttled_source.writing.native_sender import native_sender
+from pulsar_throttled_source.writing.write_options import parse_write_options
+from pulsar_throttled_source.writing.write_task import write_batches
+
+assert native_sender().available, native_sender().reason
+spec = json.loads(sys.stdin.read())
+base = {"service.url": spec["service_url"], "admin.url": spec["admin_url"], "sendPath": "native"}
+FIELDS = StructType([StructField("key", StringType()), StructField("value", BinaryType()),
+                     StructField("properties", MapType(StringType(), StringType())), StructField("eventTime", LongType()),
+                     StructField("orderingKey", StringType())])
+ARROW = pa.schema([("key", pa.string()), ("value", pa.large_binary()), ("properties", pa.map_(pa.string(), pa.string())),
+                   ("eventTime", pa.int64()), ("orderingKey", pa.string())])
+
+
+def batches(rows, size):
+    rows = [{**r, "value": None if r["value"] is None else r["value"].encode("latin-1"),  # JSON carried text and lists
+             "properties": None if r["properties"] is None else [tuple(p) for p in r["properties"]]} for r in rows]
+    table = pa.Table.from_pylist(rows, ARROW)
+    whole = table.combine_chunks().to_batches()[0]
+    return [whole.slice(i, size) for i in range(0, whole.num_rows, size)]  # slices: buffers with offsets
+
+
+def run(name, topic, rows, size=64, **extra):
+    try:
+        done = write_batches(batches(rows, size), parse_write_options(base | {"topic": topic} | extra), write_columns(FIELDS, True), 3)
+        print("case", json.dumps({"case": name, "total": done.total, "skipped": done.skipped}), flush=True)
+    except Exception as e:
+        print("case", json.dumps({"case": name, "error": f"{type(e).__name__}: {e}"}), flush=True)
+
+
+for name, case in spec["cases"].items():
+    run(name, case["topic"], case["rows"], **case.get("options", {}))
+'''
+
+
+def _row(i: int, *, nul_key: bool = False, oversize: int = 0) -> dict:
+    return {"key": (f"k\0{i}" if nul_key else f"k{i % 13}") if i % 4 else None,
+            "value": (b"x" * oversize) if oversize else (None if i % 97 == 5 else f"v{i}".encode()),
+            "properties": [("i", str(i)), ("src", "native")] if i % 3 else None,
+            "eventTime": 1_700_000_000_000 + i if i % 5 else None, "orderingKey": f"o{i % 2}" if i % 6 == 0 else None}
+
+
+def _expected(rows: list[dict]) -> Counter:
+    return Counter((r["value"], r["key"] or None, tuple(sorted(r["properties"])) if r["properties"] else None,
+                    r["eventTime"], r["orderingKey"]) for r in rows)
+
+
+def _read(client, topic: str) -> Counter:
+    import pulsar
+
+    got: Counter = Counter()
+    for partition in client.get_topic_partitions(topic):
+        reader = client.create_reader(partition, pulsar.MessageId.earliest)
+        try:
+            while reader.has_message_available():
+                m = reader.read_next(10_000)
+                props = m.properties()
+                got[(None if m.has_null_value() else m.data(), m.partition_key() or None,
+                     tuple(sorted(props.items())) if props else None, m.event_timestamp() or None, m.ordering_key() or None)] += 1
+        finally:
+            reader.close()
+    return got
+
+
+def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path):
+    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not asan or not Path(asan).exists():
+        pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")
+    sources = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "native" / "src").glob("*.c"))
+    library = tmp_path / "pulsar_arrow_reader_asan.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fsanitize=address",
+                    "-fno-omit-frame-pointer", "-o", str(library), *sources, "-ldl", "-lpthread"], check=True)
+    namespace = create_namespace(admin, f"public/native-send-{unique}")
+    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
+    every = [_row(i) for i in range(500)]
+    handed_over = every[:100] + [_row(i, nul_key=True) for i in range(100, 110)] + every[110:200]
+    once = [_row(i) for i in range(300)]
+    failing = every[:150] + [_row(150, oversize=200_000)] + every[151:200]
+    topics = {name: create_topic(admin, f"{namespace}/{name}", n) for name, n in
+              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2))}
+    eo = {"deliveryGuarantee": "effectivelyOnce", "sinkId": f"asan-{unique}"}
+    cases = {
+        "every": {"topic": topics["every"], "rows": every},
+        "handed": {"topic": topics["handed"], "rows": handed_over},
+        "once-1": {"topic": topics["once"], "rows": once[:200], "options": eo},
+        "once-2": {"topic": topics["once"], "rows": once[:200], "options": eo},  # a retry: everything skipped
+        "once-3": {"topic": topics["once"], "rows": once, "options": eo},  # a longer retry: only the new rows sent
+        "failing": {"topic": topics["failing"], "rows": failing},
+    }
+    encoded = {name: {**case, "rows": [{**r, "value": r["value"].decode("latin-1") if r["value"] else None} for r in case["rows"]]}
+               for name, case in cases.items()}
+    env = {**os.environ, "LD_PRELOAD": asan, native_module.LIBRARY_ENV: str(library),
+           "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1"}
+    spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "cases": encoded}
+    done = subprocess.run([sys.executable, "-c", ASAN_WRITER], input=json.dumps(spec), env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert "AddressSanitizer" not in done.stderr, done.stderr[-4000:]
+    assert done.returncode == 0, done.stderr[-4000:]
+    results = {r["case"]: r for r in (json.loads(line.split("case ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("case "))}
+
+    assert results["every"] == {"case": "every", "total": 500, "skipped": 0}
+    assert _read(pulsar_client, topics["every"]) == _expected(every)
+    assert results["handed"]["total"] == 200  # the first 100 rows natively, the rest by the Python sender
+    assert _read(pulsar_client, topics["handed"]) == _expected(handed_over)
+    assert [results[f"once-{i}"]["skipped"] for i in (1, 2, 3)] == [0, 200, 200]
+    assert _read(pulsar_client, topics["once"]) == _expected(once)  # every row once
+    assert "MessageTooBig" in results["failing"]["error"] and topics["failing"] in results["failing"]["error"]
+    assert _read(pulsar_client, topics["failing"]) == _expected(every[:150])  # nothing after the failed send
