@@ -49,7 +49,7 @@ from .producers import ProducerCache
 from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
-from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, _wait_s, send_messages
+from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, _send_timeout_s, _wait_s, send_messages
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,11 @@ def uses_native_sender(options: WriteOptions, columns: WriteColumns) -> bool:
     """Whether this task sends natively: sendPath=python never; native always (else it fails, saying why); auto
     where the library loads and can send the write, else the Python sender with one WARN per process and reason."""
     if options.send_path == "python":
+        return False
+    if options.send_path == "auto" and _send_timeout_s(options.producer.kwargs) > 0:
+        # The native sender does not pace its sends to the broker's confirmations (the Python sender keeps in flight
+        # what the broker confirmed in the last quarter of the send timeout): under a broker publish-rate policy its
+        # sends would time out. auto sends natively only where sends never time out (sendTimeoutMillis=0).
         return False
     problem = send_path_problem(native_sender(), options, columns)
     if not problem:
