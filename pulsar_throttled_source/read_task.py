@@ -22,6 +22,17 @@ READ_PATHS = ("auto", "native", "python")
 
 
 @dataclass(frozen=True)
+class ClientSettings:
+    """What a client is created with, the same on both read paths (reading.client_cache.python_client,
+    reading.native_reader.create_client): the pulsar.client.* settings, TLS among them, and the client's own
+    authentication plugin with its parameters (None: no credentials). Shows neither in its repr."""
+
+    service_url: str
+    settings: tuple[tuple[str, Any], ...] = field(repr=False)
+    auth: tuple[str, str] | None = field(repr=False)  # (plugin, parameters), as pulsar-client-cpp's factory takes them
+
+
+@dataclass(frozen=True)
 class ClientConfig:
     """How executors connect: travels to every task, never printed with its token. Built from the
     options in one place, SourceOptions.read_task_config."""
@@ -49,6 +60,11 @@ class ClientConfig:
 
     def cache_key(self) -> tuple[Any, ...]:
         return (self.service_url, self.client_kwargs, self.credentials)
+
+    def client_settings(self) -> ClientSettings:
+        credentials = self.credentials
+        auth = (credentials.plugin, credentials.client_params()) if credentials else None
+        return ClientSettings(self.service_url, self.client_kwargs, auth)
 
 
 @dataclass(frozen=True)

@@ -94,10 +94,17 @@ class LookupScheduler:
         self._budget = LOOKUPS_PER_PLAN  # lookups this planning call may still start
         self._known: dict[str, dict[Position, LookedUpEntry]] = {}
         self._pending: dict[str, dict[Position, Future[Headers]]] = {}
+        self._unanswered: set[Future[Headers]] = set()  # every lookup started, samples included, until answered
 
     @property
     def budget(self) -> int:
         return self._budget
+
+    @property
+    def unanswered(self) -> int:
+        """Lookups started (kept or samples) whose answer has not come yet: 0 once the broker has
+        answered every lookup started in the background."""
+        return len(self._unanswered)
 
     def new_plan(self, partitions: int = 0) -> None:
         """A planning call starts, over `partitions` partitions with backlog."""
@@ -170,9 +177,14 @@ class LookupScheduler:
     def _submit(self, topic: TopicName, position: Position) -> Future[Headers]:
         if self._pool is None:
             self._pool = self._new_pool()
+        future: Future[Headers]
         if self._latency is None:
-            return self._pool.submit(self._admin.entry_headers, topic, *position)
-        return self._pool.submit(self._timed_lookup, topic, position)
+            future = self._pool.submit(self._admin.entry_headers, topic, *position)
+        else:
+            future = self._pool.submit(self._timed_lookup, topic, position)
+        self._unanswered.add(future)
+        future.add_done_callback(self._unanswered.discard)  # on the pool's thread; set ops hold the GIL
+        return future
 
     def _timed_lookup(self, topic: TopicName, position: Position) -> Headers:
         assert self._latency is not None

@@ -4,7 +4,7 @@ report of this package's sources (planning/progress.py) to Prometheus or OpenTel
     from pulsar_throttled_source.metrics import PulsarThrottleMetrics
     spark.streams.addListener(PulsarThrottleMetrics(port=9464))   # http://<this host>:9464/metrics
 
-samples.py: the metric table and a progress event's samples (no exporter library); state.py: the latest
+samples.py: the metric table and a progress event's samples (no exporter library); latest_samples.py: the latest
 samples per query, shared between Spark's listener thread and the exporters; prometheus.py and
 otel.py: the two exporters (their libraries imported only when used: extras [metrics] and
 [opentelemetry]); listener.py: the listener itself (imports PySpark)."""

@@ -14,8 +14,8 @@ from typing import Any
 from pyspark.sql.streaming import StreamingQueryListener
 
 from . import otel, prometheus
+from .latest_samples import MetricsState
 from .samples import progress_samples
-from .state import MetricsState
 
 log = logging.getLogger(__name__)
 

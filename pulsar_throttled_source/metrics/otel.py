@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from .latest_samples import MetricsState
 from .samples import METRICS, QUERY_LABELS, Metric, Sample
-from .state import MetricsState
 
 
 def register(state: MetricsState, meter: Any) -> list[Any]:

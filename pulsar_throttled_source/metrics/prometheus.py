@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from .latest_samples import MetricsState
 from .samples import METRICS, QUERY_LABELS
-from .state import MetricsState
 
 EXTRA = "pip install 'pulsar-throttled-source[metrics]'"
 

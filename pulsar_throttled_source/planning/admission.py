@@ -57,6 +57,11 @@ class BatchAdmission:
         self._warned_read_all = False
         self._last_summary = ""
 
+    @property
+    def entry_sizes(self) -> EntrySizes:
+        """The entry lookups behind the quotas (what is known and under way)."""
+        return self._entry_sizes
+
     def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
               accept: Callable[[int], bool] | None = None, entry_caps: Mapping[str, int] | None = None) -> AdmittedBatch:
         """Entries per partition for the next batch. `accept` (the trigger floor) sees the total

@@ -86,6 +86,7 @@ class MicroBatchPlanner:
     def __init__(self, parts: PlannerParts) -> None:
         self._p = parts
         self.options, self.admin, self.catalog = parts.options, parts.admin, parts.catalog
+        self.admission = parts.admission
         self._initial: SourceOffset | None = None
         self._query_id: str | None = None  # from the checkpointed offsets, or new with the first batch
         self._target: dict[str, EntryPosition] | None = None  # Trigger.AvailableNow's end

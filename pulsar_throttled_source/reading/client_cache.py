@@ -35,21 +35,27 @@ def python_client(config: ClientConfig) -> Any:
     """A pulsar.Client (the Python read path's)."""
     import pulsar
 
-    kwargs = dict(config.client_kwargs)
-    if config.credentials:  # the client's own plugin: its OAuth2 flow, a token file read at every authentication
-        kwargs["authentication"] = client_authentication(config.credentials)
+    client = config.client_settings()
+    kwargs = dict(client.settings)
+    if client.auth:  # the client's own plugin: its OAuth2 flow, a token file read at every authentication
+        kwargs["authentication"] = _plugin(*client.auth)
     kwargs.setdefault("logger", _quiet_logger())
-    return pulsar.Client(config.service_url, **kwargs)
+    return pulsar.Client(client.service_url, **kwargs)
 
 
 def client_authentication(credentials: Credentials) -> Any:
-    """pulsar-client's own plugin for `credentials`. Its factory answers a name it does not know with no
-    plugin at all (and a WARN), which would connect without credentials: refused here instead."""
+    """pulsar-client's own plugin for `credentials`."""
+    return _plugin(credentials.plugin, credentials.client_params())
+
+
+def _plugin(name: str, params: str) -> Any:
+    # pulsar-client's factory answers a name it does not know with no plugin at all (and a WARN), which
+    # would connect without credentials: refused here instead.
     import pulsar
 
-    authentication = pulsar.Authentication(credentials.plugin, credentials.client_params())
+    authentication = pulsar.Authentication(name, params)
     if authentication.auth is None:
-        raise RuntimeError(f"pulsar-client has no '{credentials.plugin}' authentication plugin (pulsar-client {pulsar.__version__}).")
+        raise RuntimeError(f"pulsar-client has no '{name}' authentication plugin (pulsar-client {pulsar.__version__}).")
     return authentication
 
 

@@ -47,14 +47,15 @@ def _c_strings(pairs: list[tuple[str, Any]]) -> tuple[Any, Any, int]:
 
 def create_client(lib: ctypes.CDLL, cfg: ClientConfig) -> int:
     """A native client for `cfg` (raises with the library's reason, which names no secret)."""
-    pairs = list(cfg.client_kwargs)
-    if cfg.credentials:  # through the client's own plugin, as the Python path (client_cache.python_client)
-        pairs += [("auth_plugin", cfg.credentials.plugin), ("auth_params", cfg.credentials.client_params())]
+    settings = cfg.client_settings()  # the Python path's too (client_cache.python_client)
+    pairs = list(settings.settings)
+    if settings.auth:  # through the client's own plugin, by the names native/src/clients.c reads
+        pairs += [("auth_plugin", settings.auth[0]), ("auth_params", settings.auth[1])]
     names, values, n = _c_strings(pairs)
     err = ctypes.create_string_buffer(512)
-    client = lib.par_client_create(cfg.service_url.encode(), names, values, n, err, len(err))
+    client = lib.par_client_create(settings.service_url.encode(), names, values, n, err, len(err))
     if not client:
-        raise RuntimeError(f"Cannot create a native Pulsar client for {cfg.service_url}: {err.value.decode(errors='replace')}")
+        raise RuntimeError(f"Cannot create a native Pulsar client for {settings.service_url}: {err.value.decode(errors='replace')}")
     return int(client)
 
 

@@ -5,10 +5,9 @@ then the executor's read_range in this process), as Spark drives them trigger af
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 
-from helpers import create_topic, produce
+from helpers import create_topic, produce, wait_until
 from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
@@ -44,7 +43,8 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
                 delivered += [row["value"] for batch in read_ranges(part) for row in batch.to_pylist()]
             reader.commit(end)
             start = end
-            time.sleep(1.0)  # lookups the plan started in the background are answered (and counted) by now
+            lookups_started = reader.planner.admission.entry_sizes.lookups  # some run in the background: wait for them
+            wait_until(lambda: lookups_started.unanswered == 0, what="the plan's background lookups answered")
             lookups.append(reader.planner.admin.requests_by_kind["entry"] - before)
     finally:
         reader.stop()

@@ -45,7 +45,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_hosts.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
                                         "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
                                         "broker_metrics.py publish_times.py request_pool.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
-    "pulsar_throttled_source/metrics": "__init__.py listener.py otel.py prometheus.py samples.py state.py",
+    "pulsar_throttled_source/metrics": "__init__.py latest_samples.py listener.py otel.py prometheus.py samples.py",
     "pulsar_throttled_source/options": "__init__.py aliases.py auth.py model.py names.py parse.py passthrough.py query_kinds.py spec.py start_end.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "message_cap.py read_limit.py "

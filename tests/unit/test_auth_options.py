@@ -149,3 +149,14 @@ def test_every_method_builds_pulsar_clients_own_plugin(tmp_path, oauth2_file):
         assert built.auth is not None and built.auth.getAuthMethodName() == method, credentials
     with pytest.raises(RuntimeError, match="pulsar-client has no 'nonesuch' authentication plugin"):
         client_authentication(type("Unknown", (TokenAuth,), {"plugin": "nonesuch"})(token="a.b.c"))
+
+
+def test_both_read_paths_create_their_clients_from_one_settings_object_that_shows_no_secret():
+    from dataclasses import replace
+
+    config = replace(parse().read_task_config(None), credentials=TokenAuth(token="a.b.c"))
+    settings = config.client_settings()
+    assert (settings.service_url, settings.settings) == (config.service_url, config.client_kwargs)  # TLS settings among them
+    assert settings.auth == ("token", "token:a.b.c")  # what pulsar.Authentication and the native client's plugin take
+    assert "a.b.c" not in repr(settings)
+    assert replace(config, credentials=None).client_settings().auth is None

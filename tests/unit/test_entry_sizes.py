@@ -197,7 +197,9 @@ def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_furt
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
         assert clock.now - t0 <= 0.1  # the deadline, not the broker
         assert learned.msgs is not None and learned.msgs.exact == (10,) * 19 and learned.reach == 19
+        assert sizes.lookups.unanswered == len(broker.held) > 0  # what a test waits for instead of a clock
         broker.answer()  # the answers come in while the batch runs
+        assert sizes.lookups.unanswered == 0
         sizes.new_plan(partitions=WAIT_ALL_UP_TO + 1)
         learned = sizes.learner(P0, backlog_after(49, 100))(200, 0.0)
         assert learned.reach is None and learned.msgs is not None and learned.msgs.exact == (10,) * 21  # 200 messages, and one more
