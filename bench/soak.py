@@ -16,7 +16,7 @@ Then it stops the producer, lets the query drain, stops it and prints:
 
 - memory: planner RSS after warm-up (first sample after a quarter of the run) vs at the end;
 - quota: messages delivered per quota window and partition (each micro-batch attributed to the
-  window its planning ran in, from the query progress): the largest vs the quota;
+  window the quota engine charged it to, which the source's progress report names): the largest vs the quota;
 - loss: every produced message delivered exactly once (payloads carry partition and sequence).
 
 Targets (exit 1 if missed): no message lost or duplicated; no window over the quota by more
@@ -198,10 +198,40 @@ class Sink:
 
 # -- progress ------------------------------------------------------------------------------
 
+def delivered_per_window(batches: dict[int, dict[int, int]], windows: dict[int, int]) -> dict[tuple[int, int], int]:
+    """Messages delivered per (window, partition), each batch counted in the window `windows` gives it."""
+    per_window: dict[tuple[int, int], int] = defaultdict(int)
+    for batch_id, counts in batches.items():
+        w = windows.get(batch_id)
+        if w is None:
+            continue
+        for p, n in counts.items():
+            per_window[(w, p)] += n
+    return per_window
+
+
 def planning_window(progress: dict) -> int:
-    """The quota window (epoch second) in which a micro-batch's latestOffset ran (its end)."""
+    """The quota window (epoch second) a micro-batch was charged to: the one the source's progress report names
+    (throttle.levels.topic.windowStartMs, the quota engine's clock when it planned), else the one in which
+    latestOffset ended."""
+    charged = charged_window_ms(progress)
+    if charged is not None:
+        return charged // 1000
+    return ended_window(progress)
+
+
+def ended_window(progress: dict) -> int:
+    """The quota window (epoch second) in which a micro-batch's latestOffset ended."""
     start = datetime.strptime(progress["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
     return math.floor(start + (progress.get("durationMs") or {}).get("latestOffset", 0) / 1000.0)
+
+
+def charged_window_ms(progress: dict) -> int | None:
+    try:
+        report = json.loads(progress["sources"][0]["latestOffset"] or "{}")
+        return int(report["throttle"]["levels"]["topic"]["windowStartMs"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
 
 
 def backlog_of(progress: dict | None) -> int | None:
@@ -274,13 +304,15 @@ def soak(args: argparse.Namespace, service_url: str, admin_url: str, topic: Topi
     started = time.monotonic()
     query = (reader.load().writeStream.foreachBatch(sink).trigger(processingTime="1 second")
              .option("checkpointLocation", str(work / "cp")).start())
-    windows: dict[int, int] = {}  # batch id -> planning window
+    windows: dict[int, int] = {}  # batch id -> the window it was charged to
+    ended: dict[int, int] = {}  # batch id -> the window its latestOffset ended in (for comparison)
     samples: list[tuple[float, dict]] = []
 
     def collect_progress() -> None:
         for p in query.recentProgress:
             if "addBatch" in (p.get("durationMs") or {}) and p["numInputRows"] > 0:
                 windows.setdefault(int(p["batchId"]), planning_window(p))
+                ended.setdefault(int(p["batchId"]), ended_window(p))
 
     print(f"topic {topic}: {PARTITIONS} partitions, publishing {args.rate:.0f} msgs/s in entries of {MSGS_PER_ENTRY}; "
           f"precise mode, topic quota {quota} msgs/s per partition; {args.minutes:g} min")
@@ -323,13 +355,9 @@ def soak(args: argparse.Namespace, service_url: str, admin_url: str, topic: Topi
 
     # -- report ----------------------------------------------------------------------------
     missing, duplicated, unexpected = sink.check(produced)
-    per_window: dict[tuple[int, int], int] = defaultdict(int)
-    for batch_id, counts in sink.batches.items():
-        w = windows.get(batch_id)
-        if w is None:
-            continue
-        for p, n in counts.items():
-            per_window[(w, p)] += n
+    per_window = delivered_per_window(sink.batches, windows)
+    by_end = delivered_per_window(sink.batches, ended)
+    earlier = sum(1 for b in windows if b in ended and windows[b] < ended[b])
     largest = max(per_window.values(), default=0)
     over = sorted(((w, p, n) for (w, p), n in per_window.items() if n > quota), key=lambda x: -x[2])
     unattributed = sum(1 for b in sink.batches if b not in windows and sink.batches[b])
@@ -342,6 +370,9 @@ def soak(args: argparse.Namespace, service_url: str, admin_url: str, topic: Topi
     print(f"quota: {quota} msgs per window and partition; largest delivered in one window {largest} "
           f"({100 * (largest - quota) / quota:+.1f}%); windows over quota: {len(over)} of {len(per_window)}"
           + (f", e.g. {over[:3]}" if over else "") + (f"; batches without progress (not attributed): {unattributed}" if unattributed else ""))
+    print(f"  (batches attributed to the window the engine charged, from the progress report; by the window their "
+          f"latestOffset ended in instead: {sum(1 for n in by_end.values() if n > quota)} windows over quota, largest "
+          f"{max(by_end.values(), default=0)}; {earlier} batches charged in an earlier window than latestOffset ended)")
     growth = None
     if warm and last:
         growth = (last[1]["runner"] - warm[1]["runner"]) / warm[1]["runner"]

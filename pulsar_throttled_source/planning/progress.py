@@ -6,7 +6,8 @@ every Spark line (where each line shows it: docs/guides/monitoring.md, "Query pr
      "messagesBehindLatest": 1200, "maxMessagesBehindLatest": 700, "avgMessagesBehindLatest": 600.0,
      "secondsBehindLatest": 4.2, "partitions": 2, "partitionsBehind": 2,
      "throttle": {"heldBy": "topic", "floorHeld": false, "readLimitHeld": 0,
-                  "levels": {"topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0, "debtBytes": 0}}},
+                  "levels": {"topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0, "debtBytes": 0,
+                                       "windowStartMs": 1764150000000}}},
      "readPath": "native",
      "adaptive": {"multiplier": 0.5, "verdict": "decrease", "fired": ["pendingAdds"], "unreadable": [],
                   "waiting": [],
@@ -20,7 +21,8 @@ every Spark line (where each line shows it: docs/guides/monitoring.md, "Query pr
   planning, of the oldest unread message's publish time (max over partitions; null while unknown);
 - throttle.levels: per quota level that took part in this trigger's plan (sourceWide, topic,
   subscription, brokerTopic, brokerSubscription): partitions it held back, the share of the fullest
-  bucket's window used (0..1), and the debt its buckets carry into later windows; heldBy names the
+  bucket's window used (0..1), the debt its buckets carry into later windows, and the start (epoch ms) of the
+  window this trigger was charged to (the quota engine's clock when it planned); heldBy names the
   level that held back the most partitions (null: none); floorHeld: minEntriesPerTrigger held the
   batch; readLimitHeld: partitions maxEntriesPerTrigger cut;
 - "perPartition" (option progressPerPartition only): per partition its newest readable entry and lag;
@@ -157,7 +159,8 @@ def throttle_report(outcome: TriggerOutcome) -> dict[str, Any]:
     for level in outcome.levels:
         key = LEVEL_KEYS.get(level.label, level.label)
         levels[key] = {"heldBack": held.get(key, 0), "windowUsed": round(level.window_used, 4),
-                       "debtMessages": round(level.debt_msgs, 3), "debtBytes": round(level.debt_bytes, 3)}
+                       "debtMessages": round(level.debt_msgs, 3), "debtBytes": round(level.debt_bytes, 3),
+                       "windowStartMs": level.window_start_ms}
     held_by = max(held, key=lambda k: held[k]) if held else None
     return {"heldBy": held_by, "floorHeld": outcome.floor_held, "readLimitHeld": outcome.read_limit_cut, "levels": levels}
 

@@ -48,6 +48,7 @@ class LevelReport:
     window_used: float = 0.0  # the fullest bucket's share of its window's quota used (1.0: exhausted), by its tighter unit
     debt_msgs: float = 0.0  # used beyond the quota, summed over the level's buckets: what later windows repay
     debt_bytes: float = 0.0
+    window_start_ms: int = 0  # the epoch ms the window charged starts at (the earliest of the level's buckets)
 
 
 def window_used(bucket: Bucket) -> float:
@@ -84,6 +85,7 @@ def level_reports(buckets: Iterable[Bucket]) -> list[LevelReport]:
                 window_used=max(window_used(b) for b in group),
                 debt_msgs=sum(max(0.0, b.used_msgs - b.spec.quota_msgs) for b in group),
                 debt_bytes=sum(max(0.0, b.used_bytes - b.spec.quota_bytes) for b in group),
+                window_start_ms=min(b.window * b.spec.period_s * 1000 for b in group),
             )
         )
     return reports

@@ -57,7 +57,7 @@ def test_lag_stops_at_the_newest_readable_entry():
 
 
 def bucket(label: str, level: str, quota: float, used: float) -> Bucket:
-    return Bucket(BucketSpec(f"{label}:{used}", level, label, 1, quota, math.inf), 0, used, 0.0)
+    return Bucket(BucketSpec(f"{label}:{used}", level, label, 1, quota, math.inf), 7, used, 0.0)  # window 7: [7 s, 8 s)
 
 
 def test_the_throttle_names_each_level_its_held_back_partitions_window_share_and_debt():
@@ -68,9 +68,9 @@ def test_the_throttle_names_each_level_its_held_back_partitions_window_share_and
             "e": "messages per entry not known yet: first read admits 1 entry"}
     throttle = progress_report(snap_of(), partition_lags(snap_of(), {}), {}, NOW, TriggerOutcome(held, tuple(levels), False, 3), "python")["throttle"]
     assert throttle == {"heldBy": "topic", "floorHeld": False, "readLimitHeld": 3, "levels": {
-        "sourceWide": {"heldBack": 1, "windowUsed": 0.3, "debtMessages": 0.0, "debtBytes": 0.0},
-        "topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0.0, "debtBytes": 0.0},
-        "brokerTopic": {"heldBack": 1, "windowUsed": 1.0, "debtMessages": 2.0, "debtBytes": 0.0}}}
+        "sourceWide": {"heldBack": 1, "windowUsed": 0.3, "debtMessages": 0.0, "debtBytes": 0.0, "windowStartMs": 7000},
+        "topic": {"heldBack": 2, "windowUsed": 1.0, "debtMessages": 0.0, "debtBytes": 0.0, "windowStartMs": 7000},
+        "brokerTopic": {"heldBack": 1, "windowUsed": 1.0, "debtMessages": 2.0, "debtBytes": 0.0, "windowStartMs": 7000}}}
     assert level_of("broker subscription quota exhausted (bytes)") == "brokerSubscription"
     assert level_of("subscription quota exhausted (bytes)") == "subscription"
 

@@ -74,6 +74,18 @@ def test_windows_of_five_seconds() -> None:
     assert entries(quota.plan([demand(topic=topic)])) == [10]
 
 
+def test_each_level_reports_the_window_its_plan_was_charged_to() -> None:
+    # Progress reports it (throttle.levels.<level>.windowStartMs): what the clock said when the plan charged,
+    # not when Spark's trigger started or ended.
+    clock = FakeClock(1004.9)
+    quota = engine(clock)
+    quota.plan([demand(topic=Rate(msgs=10, period_s=5))])
+    assert [level.window_start_ms for level in quota.last_levels] == [1_000_000]
+    clock.now = 1005.0
+    quota.plan([demand(topic=Rate(msgs=10, period_s=5))])
+    assert [level.window_start_ms for level in quota.last_levels] == [1_005_000]
+
+
 def test_windows_are_epoch_aligned_so_a_late_starter_shares_the_window() -> None:
     store = MemoryQuotaStore()
     first = engine(FakeClock(1000.2), store, query_id="a")
