@@ -37,8 +37,8 @@ import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from pulsar_throttled_source.local_broker.broker_error import BrokerError
 from pulsar_throttled_source.local_broker.distribution import CACHE_ENV, check_java, maven_jars
-from pulsar_throttled_source.local_broker.errors import BrokerError
 
 MOCK_OAUTH2_SERVER_VERSION = "6.0.2"  # keep in step with mock-oauth2-server/pom.xml
 POM = Path(__file__).parent / "mock-oauth2-server" / "pom.xml"

@@ -33,7 +33,7 @@ files), `cluster.security.token(role)` issues a token.
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
 state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
-starts faster), broker (LocalBroker), errors (BrokerError, for what a person can fix), __main__ (the CLI); the
+starts faster), broker (LocalBroker), broker_error (BrokerError, for what a person can fix), __main__ (the CLI); the
 cluster's: cluster_layout (which member runs where: addresses and ports, kept in the data dir), cluster_config (each
 role's config file and the metadata set-up's arguments), cluster_process (each member's JVM, its start and the
 conditions that say it is ready), cluster_security (the secured mode: certificates, token key, TLS and
@@ -43,10 +43,10 @@ authentication settings), cluster (start_cluster, stop_cluster, cluster_status, 
 from __future__ import annotations
 
 from .broker import LocalBroker
+from .broker_error import BrokerError
 from .cluster import ClusterInfo, ClusterSettings, LocalCluster, cluster_status, start_cluster, stop_cluster
 from .config import parse_broker_config
 from .distribution import CACHE_ENV, PULSAR_VERSION, cache_dir, resolve_broker_jars
-from .errors import BrokerError
 from .process import DEFAULT_START_TIMEOUT_S, start, status, stop
 from .state import BrokerInfo, pid_alive, read_state
 from .tls import TlsFiles

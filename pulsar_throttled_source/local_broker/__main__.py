@@ -10,10 +10,10 @@ import json
 import sys
 from pathlib import Path
 
+from .broker_error import BrokerError
 from .cluster import DEFAULT_CLUSTER_TIMEOUT_S, ClusterSettings, cluster_status, start_cluster, stop_cluster
 from .config import parse_broker_config
 from .distribution import resolve_broker_jars
-from .errors import BrokerError
 from .process import DEFAULT_START_TIMEOUT_S, make_class_archive, start, status, stop
 from .tls import TlsFiles
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from . import class_archive
+from .broker_error import BrokerError
 from .cluster_config import ClusterSettings
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, load_or_plan, read_layout
 from .cluster_process import member_command, run_metadata_setup, spawn, wait_ready, write_member_conf
 from .cluster_security import ClusterSecurity, ensure_security, secured_info, security_of
 from .distribution import cache_dir, check_java, resolve_broker_jars
-from .errors import BrokerError
 from .state import pid_alive
 
 STATE_FILE = "cluster-state.json"

@@ -17,11 +17,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from .broker_error import BrokerError
 from .cluster_config import ClusterSettings, conf_for, metadata_setup_args, render
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, Member
 from .cluster_security import readiness_request
 from .config import LOG4J2_XML
-from .errors import BrokerError
 from .process import JAVA_OPENS
 
 MAIN_CLASSES = {

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .broker_error import BrokerError
 from .cluster_layout import BROKER, PROXY, ClusterLayout, Member
-from .errors import BrokerError
 from .tls import pkcs8
 from .tokens import ADMIN_ROLE, make_rs256_token
 

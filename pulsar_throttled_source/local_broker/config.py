@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import BrokerError
+from .broker_error import BrokerError
 from .tokens import ADMIN_ROLE
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .errors import BrokerError
+from .broker_error import BrokerError
 
 PULSAR_VERSION = "4.0.7"  # pinned LTS; keep in step with pom.xml (and docker-compose.yml's image)
 CACHE_ENV = "PULSAR_THROTTLED_BROKER_CACHE"

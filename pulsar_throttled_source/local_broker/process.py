@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from . import class_archive
+from .broker_error import BrokerError
 from .config import write_conf
 from .distribution import cache_dir, check_java, resolve_broker_jars
-from .errors import BrokerError
 from .state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
 from .tls import TlsFiles
 from .tokens import ensure_admin_token

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 
-from ..errors import DataLossError
+from ..data_loss_error import DataLossError
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.layout import PartitionLayout
 from ..positions import EntryPosition

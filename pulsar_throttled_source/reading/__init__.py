@@ -12,7 +12,7 @@
 - ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
 - ``receiver_queue``: how many permits a reader gives the broker (its queue, from what its range holds).
 - ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
-- ``errors``: ReadTimeout, DataLossError and the messages that explain them.
+- ``read_errors``: ReadTimeout, DataLossError and the messages that explain them; scrub_error, the one scrub of a read task's errors.
 - ``range_progress``: what the read loop decides about its range (which entries belong, when it is done).
 - ``decoded_rows``: the rows of a topic with a schema (payloads decoded by ``..schemas``).
 - ``parked_readers``: readers left open where their range ended, for the next range.

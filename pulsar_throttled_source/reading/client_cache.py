@@ -220,7 +220,7 @@ def open_native_reader(part: PartitionRange, start_id: bytes | None, gone: Calla
 
 def _open_with_retries(part: PartitionRange, open_once: Callable[[], Any], drop: Callable[[ClientConfig], None],
                        gone: Callable[[], bool] | None) -> Any:
-    from .errors import PartitionDeleted
+    from .read_errors import PartitionDeleted
 
     cfg = part.config
 

@@ -8,8 +8,8 @@ import time
 
 from ..positions import Position
 from ..read_task import PartitionRange
-from .errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
 from .range_entries import RangeAccount
+from .read_errors import PartitionDeleted, gave_up_waiting, read_timeout, report_missing
 from .task_lookup import TaskLookup
 
 

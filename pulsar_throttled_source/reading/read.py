@@ -18,8 +18,8 @@ from collections.abc import Iterator
 import pyarrow as pa
 
 from ..read_task import PartitionRange, ReadTask, ranges_of
-from .errors import PartitionDeleted, report_missing, scrub_error
 from .range_reader import read_entries
+from .read_errors import PartitionDeleted, report_missing, scrub_error
 from .read_path import read_path_for
 from .task_lookup import TaskLookup
 

@@ -24,7 +24,7 @@ def unless_gone(call: Callable[[], Any], gone: Callable[[], bool] | None, watch:
     opening a reader, once per task; a call made per message is only checked when it fails)."""
     if gone is None:
         return call
-    from .errors import PartitionDeleted
+    from .read_errors import PartitionDeleted
 
     def is_gone() -> bool:
         try:

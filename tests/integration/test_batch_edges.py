@@ -17,7 +17,7 @@ from streaming import source_options
 from pulsar_throttled_source.batch import PulsarBatchReader
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.reading.errors import DataLossError
+from pulsar_throttled_source.reading.read_errors import DataLossError
 from pulsar_throttled_source.topics import TopicName
 
 SOON_S = 20  # "well under pollTimeoutMs" (120 s), with a Spark job on two busy cores
@@ -85,7 +85,7 @@ def test_a_topic_deleted_between_planning_and_the_read_tasks(broker, admin, puls
     parts = reader.partitions()  # planned: both partitions, 5 entries each
     assert len(parts) == 2
     admin.delete_topic(TopicName.parse(topic), partitioned=True)
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.errors")
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.read_errors")
     started = time.monotonic()
     for part in parts:
         if fail == "true":

@@ -14,8 +14,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import Collected, failure_of, source_options, start_collecting
 
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.reading.read import read_range, read_ranges
+from pulsar_throttled_source.reading.read_errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -86,7 +86,7 @@ def test_a_read_task_whose_topic_is_deleted_under_it_ends_in_seconds(broker, adm
     rows = next(task).num_rows
     admin.delete_topic(TopicName.parse(topic), partitioned=True)
     deleted_at = time.monotonic()
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.errors")
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.read_errors")
     if fail == "true":
         with pytest.raises(DataLossError, match=rf"planned entries of {parts[0].partition} .* no longer stored"):
             for batch in task:

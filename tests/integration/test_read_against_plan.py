@@ -16,8 +16,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from streaming import source_options
 
 from pulsar_throttled_source.options import parse_options
-from pulsar_throttled_source.reading.errors import DataLossError
 from pulsar_throttled_source.reading.read import read_ranges
+from pulsar_throttled_source.reading.read_errors import DataLossError
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
 from pulsar_throttled_source.topics import TopicName
 
@@ -42,7 +42,7 @@ def test_entries_deleted_between_planning_and_reading(broker, admin, pulsar_clie
     started = time.monotonic()
     with pytest.raises(DataLossError, match=rf"120 planned entries of {topic} \(.*\) are no longer stored.*failOnDataLoss=false"):
         read_all(strict)
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.errors")
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.read_errors")
     assert read_all(lenient) == []
     assert any("continuing without them" in r.getMessage() for r in caplog.records)
     assert time.monotonic() - started < 30  # pollTimeoutMs is 120 s: nothing waited for the deleted entries

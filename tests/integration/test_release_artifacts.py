@@ -39,7 +39,7 @@ REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source
 # added here; a development tool (like local_broker/ or tools/) stays out of the wheel (pyproject.toml).
 RUNTIME_FILES = {
     "": "pyspark_pulsar_throttled.py",
-    "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py datasource.py entry_values.py errors.py "
+    "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py data_loss_error.py datasource.py entry_values.py "
                                "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py quota_settings.py read_task.py retry.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_hosts.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
@@ -50,9 +50,9 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "message_cap.py read_limit.py "
                                         "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
-    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py errors.py "
+    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py "
                                        "native_library.py native_read.py native_reader.py parked_readers.py python_read.py range_entries.py "
-                                       "range_progress.py range_reader.py read.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
+                                       "range_progress.py range_reader.py read.py read_errors.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
     "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py "

@@ -113,7 +113,7 @@ def _after_trim(cursor: str | None) -> PartitionLayout:
 @pytest.mark.parametrize("cursor, lost", [(None, True), ("89:19", False), ("89:25", True)])
 def test_deleted_ledger_is_loss_unless_the_durable_cursor_had_passed_it(cursor, lost):
     from pulsar_throttled_source.planning.data_loss import DataLossPolicy
-    from pulsar_throttled_source.reading.errors import DataLossError
+    from pulsar_throttled_source.reading.read_errors import DataLossError
 
     policy = DataLossPolicy("ingest", durable_subscription=cursor is not None, fail_on_data_loss=True)
     layout = _after_trim(cursor)

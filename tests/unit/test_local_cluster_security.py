@@ -17,11 +17,11 @@ from cryptography.hazmat.primitives.asymmetric import padding
 from cryptography.hazmat.primitives.serialization import load_der_public_key
 
 from pulsar_throttled_source.local_broker.__main__ import build_parser
+from pulsar_throttled_source.local_broker.broker_error import BrokerError
 from pulsar_throttled_source.local_broker.cluster import ClusterInfo, start_cluster
 from pulsar_throttled_source.local_broker.cluster_config import ClusterSettings, broker_conf, metadata_setup_args, proxy_conf
 from pulsar_throttled_source.local_broker.cluster_layout import load_or_plan, plan_layout
 from pulsar_throttled_source.local_broker.cluster_security import ensure_security, readiness_request
-from pulsar_throttled_source.local_broker.errors import BrokerError
 
 
 @pytest.fixture

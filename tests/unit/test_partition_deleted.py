@@ -10,7 +10,7 @@ import pytest
 from fakes import FakeReader
 
 from pulsar_throttled_source.reading import watch
-from pulsar_throttled_source.reading.errors import PartitionDeleted
+from pulsar_throttled_source.reading.read_errors import PartitionDeleted
 
 
 def test_a_watched_call_ends_once_the_range_is_gone_and_what_it_opens_later_is_closed(monkeypatch):

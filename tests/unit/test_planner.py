@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadMaxRows
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.offsets import LEDGER_ENDS, QUERY_ID, QUERY_START
 from pulsar_throttled_source.positions import EntryPosition
-from pulsar_throttled_source.reading.errors import DataLossError
+from pulsar_throttled_source.reading.read_errors import DataLossError
 
 
 def test_earliest_then_everything_available_without_quotas(tmp_path):

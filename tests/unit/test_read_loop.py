@@ -15,8 +15,8 @@ from fakes import FakeMessage, FakeReader, StandInId
 from pulsar_throttled_source.metadata.entry_headers import EntryHeaders
 from pulsar_throttled_source.positions import EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading.errors import DataLossError, ReadTimeout
 from pulsar_throttled_source.reading.python_read import read_python_messages as _read_messages
+from pulsar_throttled_source.reading.read_errors import DataLossError, ReadTimeout
 
 P = "persistent://public/default/t-partition-0"
 

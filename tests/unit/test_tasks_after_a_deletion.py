@@ -13,7 +13,7 @@ from builders import P0, P1, TOPIC, layout, positions, reader, unlimited
 from fakes import FakeCatalog
 
 from pulsar_throttled_source.metadata.layout import PartitionLayout
-from pulsar_throttled_source.reading.errors import DataLossError
+from pulsar_throttled_source.reading.read_errors import DataLossError
 
 
 def recreated(partition: str, ledger: int) -> PartitionLayout:

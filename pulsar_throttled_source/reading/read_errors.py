@@ -10,7 +10,7 @@ import logging
 import time
 
 from ..credentials import scrub
-from ..errors import DataLossError as DataLossError  # where read tasks have always raised it from
+from ..data_loss_error import DataLossError as DataLossError  # where read tasks have always raised it from
 from ..positions import Position
 from ..read_task import ClientConfig, PartitionRange
 from .range_entries import EncryptedEntryError
