@@ -20,8 +20,8 @@ from pyspark.sql.types import StructType  # noqa: E402
 from .metadata.service_tls import check_service_certificate  # noqa: E402
 from .options import parse_options  # noqa: E402
 from .options.aliases import describe_names  # noqa: E402
-from .options.model import SourceOptions  # noqa: E402
 from .options.query_kinds import check_spark_line  # noqa: E402
+from .options.source_options import SourceOptions  # noqa: E402
 from .options.spec import describe_options  # noqa: E402
 from .reading.read_path import describe_read_path  # noqa: E402
 from .schemas.columns import RAW_SPARK_SCHEMA_DDL, ValueSchema  # noqa: E402

@@ -20,7 +20,7 @@ from .credentials import scrub
 from .options import SourceOptions
 from .quota_settings import Rate
 from .throttling.buckets import bucket_spec, roll_forward, source_key, subscription_key, topic_key
-from .throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
+from .throttling.demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from .throttling.store import BucketState
 from .throttling.store_factory import open_quota_store
 

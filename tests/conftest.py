@@ -90,7 +90,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalBroker]:
     shared = getattr(request.config, "workerinput", {}).get(SHARED_BROKER)
     if shared is not None:  # the controller's broker: started and stopped there
-        from pulsar_throttled_source.local_broker.state import BrokerInfo
+        from pulsar_throttled_source.local_broker.data_dir_state import BrokerInfo
 
         attached = LocalBroker()
         attached.info = BrokerInfo(**json.loads(shared))

@@ -32,7 +32,7 @@ own address, token (RS256, OAuth2-style) authentication; the JSON line gains "se
 files), `cluster.security.token(role)` issues a token.
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
-state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
+data_dir_state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
 starts faster), broker (LocalBroker), broker_error (BrokerError, for what a person can fix), __main__ (the CLI); the
 cluster's: cluster_layout (which member runs where: addresses and ports, kept in the data dir), cluster_config (each
 role's config file and the metadata set-up's arguments), cluster_process (each member's JVM, its start and the
@@ -46,9 +46,9 @@ from .broker import LocalBroker
 from .broker_error import BrokerError
 from .cluster import ClusterInfo, ClusterSettings, LocalCluster, cluster_status, start_cluster, stop_cluster
 from .config import parse_broker_config
+from .data_dir_state import BrokerInfo, pid_alive, read_state
 from .distribution import CACHE_ENV, PULSAR_VERSION, cache_dir, resolve_broker_jars
 from .process import DEFAULT_START_TIMEOUT_S, start, status, stop
-from .state import BrokerInfo, pid_alive, read_state
 from .tls import TlsFiles
 from .tokens import admin_token, make_token
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from .data_dir_state import BrokerInfo
 from .process import DEFAULT_START_TIMEOUT_S, start, stop
-from .state import BrokerInfo
 from .tls import TlsFiles
 
 

@@ -21,8 +21,8 @@ from .cluster_config import ClusterSettings
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, load_or_plan, read_layout
 from .cluster_process import member_command, run_metadata_setup, spawn, wait_ready, write_member_conf
 from .cluster_security import ClusterSecurity, ensure_security, secured_info, security_of
+from .data_dir_state import pid_alive
 from .distribution import cache_dir, check_java, resolve_broker_jars
-from .state import pid_alive
 
 STATE_FILE = "cluster-state.json"
 DEFAULT_CLUSTER_TIMEOUT_S = 180.0

@@ -19,8 +19,8 @@ from typing import Any
 from . import class_archive
 from .broker_error import BrokerError
 from .config import write_conf
+from .data_dir_state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
 from .distribution import cache_dir, check_java, resolve_broker_jars
-from .state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
 from .tls import TlsFiles
 from .tokens import ensure_admin_token
 

@@ -15,7 +15,7 @@ from ..topics import TopicName, namespace_rest_path
 from .admin_http import AdminError, AdminHttp, TopicNotFound
 
 if TYPE_CHECKING:
-    from ..options.model import SourceOptions
+    from ..options.source_options import SourceOptions
     from ..read_task import ClientConfig
 
 # Topic stats without their per-producer and per-consumer lists (only the counters are read): less

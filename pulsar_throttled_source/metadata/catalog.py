@@ -27,7 +27,7 @@ from .request_pool import RequestPool
 from .stress_readings import BrokerStress, pending_adds, throttled_events
 
 if TYPE_CHECKING:
-    from ..options.model import SourceOptions
+    from ..options.source_options import SourceOptions
 
 log = logging.getLogger(__name__)
 SYSTEM_TOPIC = re.compile(r"/__[^/]*$|/__change_events|__transaction")

@@ -9,14 +9,14 @@ are kept out of repr and error messages.
 - ``parse``: parse_options, the rules across options; ``start_end``: where a query starts and a batch query
   ends (startingOffsets/startingTime, endingOffsets/endingTime); ``values``: one option read by its spec;
   ``passthrough``: pulsar.client.* / pulsar.reader.* / pulsar.admin.* settings; ``auth``: authentication.
-- ``model``: SourceOptions, StartSpec, EndSpec, and what the options give a read task and an admin session.
+- ``source_options``: SourceOptions, StartSpec, EndSpec, and what the options give a read task and an admin session.
 - ``query_kinds``: which options a stream, a batch query and each Spark line take, checked in one place each.
 """
 
 from __future__ import annotations
 
-from .model import EndSpec, QuotaSource, SourceOptions, StartSpec
 from .parse import parse_options
+from .source_options import EndSpec, QuotaSource, SourceOptions, StartSpec
 from .spec import OPTIONS, PREFIX_OPTIONS, SETTINGS, SPECS, OptionSpec, SettingSpec
 
 __all__ = ["OPTIONS", "PREFIX_OPTIONS", "SETTINGS", "SPECS", "OptionSpec", "QuotaSource", "SettingSpec",

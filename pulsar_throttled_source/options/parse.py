@@ -16,8 +16,8 @@ from ..credentials import BasicAuth
 from ..quota_settings import AdaptiveConfig, QuotaConfig, Rate
 from ..topics import TopicName
 from . import aliases, auth, passthrough, values
-from .model import QuotaSource, SourceOptions
 from .names import unknown_options_message
+from .source_options import QuotaSource, SourceOptions
 from .spec import BY_KEY, BY_NAME, PREFIX_OPTIONS
 from .start_end import end_spec, start_spec
 

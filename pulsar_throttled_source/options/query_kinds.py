@@ -5,7 +5,7 @@ the option and what to do instead."""
 
 from __future__ import annotations
 
-from .model import SourceOptions
+from .source_options import SourceOptions
 
 
 def check_spark_line(o: SourceOptions, admission_control: bool) -> None:

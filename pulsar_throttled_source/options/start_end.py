@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from ..positions import EntryPosition, MessagePosition
 from ..topics import TopicName
 from . import aliases, values
-from .model import EndSpec, StartSpec
+from .source_options import EndSpec, StartSpec
 from .spec import BY_NAME
 
 Opts = Mapping[str, str]

@@ -16,8 +16,8 @@ from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
 from ..quota_settings import Rate
+from ..throttling.demands import Admission, PartitionDemand
 from ..throttling.engine import QuotaEngine
-from ..throttling.model import Admission, PartitionDemand
 from ..throttling.publish_rates import PublishRateTracker
 from ..throttling.report import LevelReport
 from ..topics import TopicName

@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 from ..metadata.catalog import CatalogSnapshot
 from ..metadata.publish_times import OldestUnread
 from ..positions import BEFORE_EARLIEST, EntryPosition
-from ..throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
+from ..throttling.demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from ..throttling.publish_rates import msgs_per_entry
 from .admission import TriggerOutcome
 

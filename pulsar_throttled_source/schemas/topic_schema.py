@@ -15,7 +15,7 @@ from .columns import DECODED_KINDS, PART_KINDS, RECORD_KINDS, ValueSchema
 
 if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin
-    from ..options.model import SourceOptions
+    from ..options.source_options import SourceOptions
 
 log = logging.getLogger("pulsar_throttled_source")
 

@@ -17,10 +17,10 @@ The model (see docs/THROTTLING.md):
   ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
-``partition_plan``, ``buckets``, ``report`` and ``model``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
+``partition_plan``, ``buckets``, ``report`` and ``demands``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
 (Rate, QuotaConfig) and entry values live below the package (``..quota_settings``, ``..entry_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
-- ``model``: the value types planning and the engine share (PartitionDemand, Admission, level names).
+- ``demands``: the value types planning and the engine share (PartitionDemand, Admission, level names).
 - ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);
   ``sqlite_store``: buckets in one sqlite file per host;
   ``redis_store``: in a Redis server (quotaStore); ``store_factory``: the one the options name.
@@ -39,5 +39,5 @@ so that options and metadata need nothing of it (the import contract in pyprojec
   cluster); ``controller``: CongestionController, which the planner calls at every plan for m (uses ``congestion``
   and ``store``); the engine scales every quota by it; ``signals``: the stress signals it reads.
 
-Nothing is re-exported here, so importing ``throttling.model`` loads only the model.
+Nothing is re-exported here, so importing ``throttling.demands`` loads only those value types.
 """

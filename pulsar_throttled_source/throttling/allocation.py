@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .buckets import EPSILON, Bucket
-from .model import SOURCE_LEVEL
+from .demands import SOURCE_LEVEL
 from .partition_plan import PartitionPlan
 from .report import exhausted_reason, too_small_reason
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..quota_settings import Rate
-from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, PartitionDemand
+from .demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, PartitionDemand
 from .store import BucketState
 
 # Float slack when comparing usage with a quota, so 10 x 0.1 still "fits" into 1.0.

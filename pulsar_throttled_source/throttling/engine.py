@@ -19,8 +19,8 @@ from ..entry_values import LearnedEntries
 from ..quota_settings import QuotaConfig
 from .allocation import RotatingCursor, admit
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, scaled, source_key
+from .demands import SOURCE_LEVEL, Admission, PartitionDemand
 from .headroom import ESTIMATE_ABOVE, estimates_far_from_quota
-from .model import SOURCE_LEVEL, Admission, PartitionDemand
 from .partition_plan import new_plan
 from .publish_rates import SmoothedPublishRates
 from .report import LevelReport, level_reports, summary_line

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..entry_values import LearnedEntries
 from .buckets import BucketSpec
-from .model import PartitionDemand
+from .demands import PartitionDemand
 
 ESTIMATE_ABOVE = 64  # partitions with backlog in a plan; smaller plans look every entry up
 HEADROOM = 10.0  # a bucket's remaining quota over the plan's estimated charge to it

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..entry_values import EntryValues, LearnedEntries
 from ..quota_settings import QuotaConfig
 from .buckets import Bucket, BucketSpec
-from .model import Admission, PartitionDemand
+from .demands import Admission, PartitionDemand
 
 
 @dataclass(slots=True)

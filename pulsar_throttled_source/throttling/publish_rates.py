@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from ..metadata.catalog import CatalogSnapshot, PublishStats
 from ..metadata.layout import PartitionLayout
-from .model import PartitionDemand
+from .demands import PartitionDemand
 
 # A rate is measured over at least this much of the counters' history: over one refresh (300 ms
 # at a query's metadataRefreshIntervalMs) the jitter of when the counters were read moved it by a

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from ..quota_settings import QuotaConfig
 from .buckets import EPSILON, Bucket
-from .model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, Admission
+from .demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL, Admission
 
 # --- held-back reasons -------------------------------------------------------------------
 

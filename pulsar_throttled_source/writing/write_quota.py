@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from ..admin_endpoint import QuotaStoreEndpoint
 from ..throttling.buckets import BucketSpec, roll_forward
-from ..throttling.model import TOPIC_LEVEL
+from ..throttling.demands import TOPIC_LEVEL
 from ..throttling.store import QuotaStore
 from ..throttling.store_factory import open_quota_store
 

@@ -22,8 +22,8 @@ from redis_server import PASSWORD, redis_server, store_endpoint, store_options
 
 from pulsar_throttled_source.admin_endpoint import QuotaStoreEndpoint
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
+from pulsar_throttled_source.throttling.demands import PartitionDemand
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.model import PartitionDemand
 from pulsar_throttled_source.throttling.redis_store import BUCKET_TTL_S, QuotaStoreError, RedisQuotaStore
 from pulsar_throttled_source.throttling.store import BucketState
 from pulsar_throttled_source.throttling.store_factory import open_quota_store

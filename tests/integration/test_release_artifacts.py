@@ -46,7 +46,7 @@ RUNTIME_FILES = {
                                         "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
                                         "broker_metrics.py publish_times.py request_pool.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py latest_samples.py listener.py otel.py prometheus.py samples.py",
-    "pulsar_throttled_source/options": "__init__.py aliases.py auth.py model.py names.py parse.py passthrough.py query_kinds.py spec.py start_end.py values.py",
+    "pulsar_throttled_source/options": "__init__.py aliases.py auth.py names.py parse.py passthrough.py query_kinds.py source_options.py spec.py start_end.py values.py",
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "message_cap.py read_limit.py "
                                         "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
@@ -55,8 +55,8 @@ RUNTIME_FILES = {
                                        "range_progress.py range_reader.py read.py read_errors.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
-    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py engine.py headroom.py "
-                                          "model.py partition_plan.py publish_rates.py redis_store.py report.py signals.py "
+    "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py demands.py engine.py headroom.py "
+                                          "partition_plan.py publish_rates.py redis_store.py report.py signals.py "
                                           "sqlite_store.py store.py store_factory.py",
     "pulsar_throttled_source/writing": "__init__.py arrow_messages.py confirmations.py effectively_once.py message_columns.py native_sender.py native_write.py payload_encoding.py "
                                        "payload_schema.py producer_settings.py producers.py routing.py "

@@ -27,7 +27,7 @@ from pulsar_throttled_source.quota_settings import Rate
 from pulsar_throttled_source.reading.arrow_rows import Columns
 from pulsar_throttled_source.stream_spark40 import LatestOffsetStreamReader
 from pulsar_throttled_source.stream_spark42 import AdmissionControlStreamReader
-from pulsar_throttled_source.throttling.model import Admission, PartitionDemand
+from pulsar_throttled_source.throttling.demands import Admission, PartitionDemand
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 from pulsar_throttled_source.topics import TopicName
 

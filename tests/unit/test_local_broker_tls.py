@@ -9,7 +9,7 @@ import pytest
 
 from pulsar_throttled_source.local_broker import BrokerInfo, TlsFiles
 from pulsar_throttled_source.local_broker.__main__ import main
-from pulsar_throttled_source.local_broker.state import ports_for
+from pulsar_throttled_source.local_broker.data_dir_state import ports_for
 
 
 def test_broker_config_of_tls_files(tmp_path):

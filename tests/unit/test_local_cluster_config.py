@@ -175,7 +175,7 @@ def test_members_are_stopped_in_reverse_order_and_killed_at_once_when_not_gracef
     import subprocess
 
     from pulsar_throttled_source.local_broker.cluster import stop_members
-    from pulsar_throttled_source.local_broker.state import pid_alive
+    from pulsar_throttled_source.local_broker.data_dir_state import pid_alive
 
     layout = plan_layout(tmp_path)
     # Each sleeper records when it got SIGTERM, so the order shows.

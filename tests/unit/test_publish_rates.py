@@ -4,7 +4,7 @@ and smoothed for relative quotas."""
 from __future__ import annotations
 
 from pulsar_throttled_source.metadata.catalog import CatalogSnapshot, PublishStats
-from pulsar_throttled_source.throttling.model import PartitionDemand
+from pulsar_throttled_source.throttling.demands import PartitionDemand
 from pulsar_throttled_source.throttling.publish_rates import PublishRateTracker, SmoothedPublishRates
 
 P = "persistent://public/default/t"

@@ -17,7 +17,7 @@ from pulsar_throttled_source.throttling.allocation import (
     proportional_shares,
 )
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.model import SOURCE_LEVEL, TOPIC_LEVEL, PartitionDemand
+from pulsar_throttled_source.throttling.demands import SOURCE_LEVEL, TOPIC_LEVEL, PartitionDemand
 from pulsar_throttled_source.throttling.partition_plan import PartitionPlan, new_plan
 
 TOPIC = "persistent://public/default/t"

@@ -16,7 +16,7 @@ from pulsar_throttled_source.throttling.buckets import (
     roll_forward,
     source_key,
 )
-from pulsar_throttled_source.throttling.model import (
+from pulsar_throttled_source.throttling.demands import (
     SOURCE_LEVEL,
     SUBSCRIPTION_LEVEL,
     TOPIC_LEVEL,

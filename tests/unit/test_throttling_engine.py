@@ -8,8 +8,8 @@ from fakes import FakeClock
 from memory_quota_store import MemoryQuotaStore
 
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
+from pulsar_throttled_source.throttling.demands import Admission
 from pulsar_throttled_source.throttling.engine import QuotaEngine
-from pulsar_throttled_source.throttling.model import Admission
 from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
 
 P2 = f"{TOPIC}-partition-2"

@@ -8,9 +8,9 @@ from memory_quota_store import MemoryQuotaStore
 from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.buckets import BucketSpec
+from pulsar_throttled_source.throttling.demands import PartitionDemand
 from pulsar_throttled_source.throttling.engine import QuotaEngine
 from pulsar_throttled_source.throttling.headroom import ESTIMATE_ABOVE, HEADROOM, estimates_far_from_quota
-from pulsar_throttled_source.throttling.model import PartitionDemand
 
 TOPIC = "persistent://public/default/t"
 INF = float("inf")

@@ -8,7 +8,7 @@ import pytest
 
 from pulsar_throttled_source.entry_values import EntryValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
-from pulsar_throttled_source.throttling.model import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
+from pulsar_throttled_source.throttling.demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
 
 

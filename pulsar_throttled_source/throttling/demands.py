@@ -1,4 +1,5 @@
-"""The value types the engine and planning share: a partition's demand, its admission, the level names.
+"""The value types the engine and planning share: a partition's demand (PartitionDemand: its backlog and what its
+entries cost), what it is admitted (Admission), the level names.
 (The quota configuration itself, Rate and QuotaConfig, is in ..quota_settings: options and broker
 policies build it without the throttling package.)
 """
