@@ -11,7 +11,7 @@ Data flows one way through the folders: ``options`` -> ``metadata`` -> ``throttl
   query's progress), ``plots`` (a query's progress drawn), ``metrics`` (the metrics listener), ``status`` with
   ``checkpoint_log`` and ``status_quota`` (a query's lag from its checkpoint, without Spark).
 - Base modules under every folder: ``topics``, ``positions``, ``offsets``, ``read_task``, ``quota_settings``,
-  ``admin_endpoint``, ``data_loss_error``, ``entry_values``, ``protobuf_wire``, ``retry``, ``credentials``.
+  ``admin_endpoint``, ``data_loss_error``, ``backlog_values``, ``protobuf_wire``, ``retry``, ``credentials``.
 - ``local_broker``: a development tool (a standalone broker), never used by a query.
 """
 

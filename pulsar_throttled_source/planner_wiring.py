@@ -15,9 +15,9 @@ from dataclasses import replace
 from .adaptive_throttle import AdaptiveThrottle
 from .console_log import enable_console_log
 from .metadata.admin import PulsarAdmin
+from .metadata.backlog_sizes import BacklogSizes
 from .metadata.catalog import CatalogSettings, PartitionCatalog
 from .metadata.durable_cursor import DurableCursor
-from .metadata.entry_sizes import EntrySizes
 from .metadata.policies import BrokerPolicies
 from .metadata.publish_times import OldestUnread
 from .options import SourceOptions
@@ -70,7 +70,7 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
     log.info("Read tasks read with %s", describe_read_path(o.read_path, o.client_kwargs, o.reader_kwargs))
     admin = PulsarAdmin.for_planning(o)
     adaptive = AdaptiveThrottle.of(o, clock, admin)
-    entry_sizes = EntrySizes(admin, latency=adaptive.lookup_latency if adaptive else None)
+    backlog_sizes = BacklogSizes(admin, latency=adaptive.lookup_latency if adaptive else None)
     policies = BrokerPolicies(admin, o.policy_refresh_ms)
     engines = QuotaEngines(o, clock, adaptive)
     rates = PublishRateTracker()
@@ -79,14 +79,14 @@ def build_planner(options: SourceOptions, value_schema: ValueSchema | None, cloc
     floor = o.min_entries_per_trigger
     return MicroBatchPlanner(PlannerParts(
         options=o, admin=admin, catalog=catalog or _catalog(o, admin, value_schema),
-        admission=BatchAdmission(o, engines, policies, rates, entry_sizes), rates=rates,
+        admission=BatchAdmission(o, engines, policies, rates, backlog_sizes), rates=rates,
         data_loss=DataLossPolicy(o.subscription, o.durable_subscription, o.fail_on_data_loss), progress=progress,
         client_config=o.read_task_config(value_schema), clock=clock, sleep=sleep,
         floor=TriggerFloor(floor, o.max_trigger_delay_ms, clock) if floor else None,
-        message_cap=MessageCap(entry_sizes) if o.max_messages_per_trigger is not None else None,
+        message_cap=MessageCap(backlog_sizes) if o.max_messages_per_trigger is not None else None,
         cursor=DurableCursor(admin, o.subscription) if o.durable_subscription else None,
         adaptive=adaptive, progress_in_offset=progress_in_offset, on_identity=engines.identify,
-        closers=(entry_sizes.close,)))
+        closers=(backlog_sizes.close,)))
 
 
 def _catalog(o: SourceOptions, admin: PulsarAdmin, value_schema: ValueSchema | None) -> PartitionCatalog:

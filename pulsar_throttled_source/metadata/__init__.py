@@ -14,11 +14,11 @@ Planning never reads messages; it plans from what these modules report:
 - ``layout``: one partition's ledgers, entry counts and sizes; backlogs and lost ranges.
 - ``entry_headers``: EntryHeaders, what one entry's headers say, parsed once: the messages a reader
   gets, its stored bytes, and (for read tasks) whether it is a chunk, a marker or aborted.
-- ``entry_sizes``: the messages and stored bytes of the entries a window could admit (precise
+- ``backlog_sizes``: the messages and stored bytes of the entries a window could admit (precise
   mode, byte quotas), what the planner holds; it joins ``lookup_scheduler`` (the planner's lookups:
   pool, per-call budget and deadline), ``window_pricing`` (the head exactly, samples beyond,
   bisection where the batching changed), ``uniform_batching`` (stretches batched alike, priced from
-  a grid) and ``entry_estimates`` (estimates without waiting, refreshed by background samples).
+  a grid) and ``backlog_estimates`` (estimates without waiting, refreshed by background samples).
 - ``policies``: the broker's applied dispatch-rate policies (quotaSource=broker|both).
 - ``durable_cursor``: the optional durable subscription that follows the query's commits.
 - ``publish_times``: the publish time of each partition's oldest unread entry (the progress report's time lag).

@@ -3,7 +3,7 @@ asks the broker for single entries' headers (admin API HEAD .../ledger/L/entry/E
 within a per-call budget and deadline, and keeps the answers (each entry's messages and stored bytes)
 until the query moves past them.
 
-It decides nothing about which entries to ask for (window_pricing, entry_estimates and entry_sizes
+It decides nothing about which entries to ask for (window_pricing, backlog_estimates and backlog_sizes
 do): it makes sure each entry is asked once, that a planning call starts at most LOOKUPS_PER_PLAN
 lookups, and that it waits for them no longer than its deadline.
 

@@ -5,7 +5,7 @@ Stretches a producer batched alike are priced from a grid of them (uniform_batch
 else: the first EXACT_AHEAD entries exactly (HEAD_CHUNK at a time, only as far as the quotas
 reach), then SAMPLES spread over the rest of what the quotas could reach (pushed further while they
 hold less than thought), then bisection wherever neighbouring known entries differ by more than
-entry_values.CHANGE (a producer changed its batching there), so a window that crosses such a change
+backlog_values.CHANGE (a producer changed its batching there), so a window that crosses such a change
 is priced on both sides of it.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..entry_values import EntryValues, LearnedEntries, changed
+from ..backlog_values import BacklogValues, LearnedBacklog, changed
 from .layout import Backlog
 from .lookup_scheduler import CONCURRENT_LOOKUPS, LookedUpEntry, LookupScheduler, position_at
 from .uniform_batching import AlikeStretches
@@ -27,20 +27,20 @@ REFINE_LOOKUPS = 32  # bisection lookups per partition and call, to find where t
 
 
 @dataclass
-class KnownEntries:
+class KnownBacklog:
     """Values of entries at indexes of one backlog: the exact head, and knots further on."""
 
     msgs: list[float]
     bytes: list[float]
     msg_knots: dict[int, float]
     byte_knots: dict[int, float]
-    _learned: LearnedEntries | None = None  # built once per change (its totals are cached inside)
+    _learned: LearnedBacklog | None = None  # built once per change (its totals are cached inside)
 
-    def learned(self) -> LearnedEntries:
+    def learned(self) -> LearnedBacklog:
         if self._learned is None:
-            self._learned = LearnedEntries(
-                EntryValues(tuple(self.msgs), tuple(sorted(self.msg_knots.items()))),
-                EntryValues(tuple(self.bytes), tuple(sorted(self.byte_knots.items())), floor=0.0))
+            self._learned = LearnedBacklog(
+                BacklogValues(tuple(self.msgs), tuple(sorted(self.msg_knots.items()))),
+                BacklogValues(tuple(self.bytes), tuple(sorted(self.byte_knots.items())), floor=0.0))
         return self._learned
 
     def add_knot(self, index: int, msgs: float, size: float) -> None:
@@ -50,7 +50,7 @@ class KnownEntries:
 
 @dataclass(frozen=True)
 class PricedWindow:
-    values: KnownEntries
+    values: KnownBacklog
     complete: bool  # every entry looked at was known: asking again now would learn nothing more
     reach: int | None = None  # the head's entries known before one still being looked up (admit no further)
 
@@ -70,7 +70,7 @@ class _Pricing:
         self.complete = True
 
     def price(self, alike: AlikeStretches, msgs: float, size: float) -> PricedWindow:
-        values = KnownEntries([], [], {}, {})
+        values = KnownBacklog([], [], {}, {})
         knots = alike.knots(self.partition, self.backlog, self._entries_at, msgs, size)
         if knots is not None:  # a producer's alike batches (uniform_batching)
             for index, (entry_msgs, entry_bytes) in knots.items():
@@ -107,7 +107,7 @@ class _Pricing:
         self.complete = self.complete and all(entry is not None for entry in entries)
         return [None if entry is None else (entry.msgs, entry.bytes) for entry in entries]
 
-    def _beyond(self, values: KnownEntries, msgs: float, size: float) -> None:
+    def _beyond(self, values: KnownBacklog, msgs: float, size: float) -> None:
         """Past the exact head: sample the entries the quotas could still reach, reaching further
         while the samples hold less than thought."""
         reach, backlog = len(values.msgs), self.backlog
@@ -127,7 +127,7 @@ class _Pricing:
             self._learn_knots(indexes, values)
             reach = further
 
-    def _narrow_changes(self, values: KnownEntries) -> None:
+    def _narrow_changes(self, values: KnownBacklog) -> None:
         """Bisect between neighbouring known entries that differ by more than CHANGE (in messages or
         bytes), widest and most different first, until each change of batching is found or
         REFINE_LOOKUPS are spent."""
@@ -146,7 +146,7 @@ class _Pricing:
             if not self._learn_knots(middles, values):
                 return  # an entry is not stored any more, or the budget ran out
 
-    def _learn_knots(self, indexes: list[int], values: KnownEntries) -> bool:
+    def _learn_knots(self, indexes: list[int], values: KnownBacklog) -> bool:
         """Look up the entries at `indexes` and record them as knots; False if one is left unknown."""
         positions = [position_at(self.backlog, i) for i in indexes]
         self.lookups.look_up(self.partition, positions, wait=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from ..metadata.entry_sizes import EntrySizes
+from ..metadata.backlog_sizes import BacklogSizes
 from ..metadata.layout import Backlog
 from ..metadata.policies import BrokerPolicies
 from ..options import SourceOptions
@@ -48,17 +48,17 @@ class BatchAdmission:
     """Turns backlogs and Spark's read limit into entries per partition, logging the quota verdict."""
 
     def __init__(self, options: SourceOptions, engine: Callable[[], QuotaEngine],
-                 policies: BrokerPolicies, rates: PublishRateTracker, entry_sizes: EntrySizes) -> None:
+                 policies: BrokerPolicies, rates: PublishRateTracker, backlog_sizes: BacklogSizes) -> None:
         self._options = options
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
-        self._entry_sizes = entry_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
+        self._entry_sizes = backlog_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
 
     @property
-    def entry_sizes(self) -> EntrySizes:
+    def backlog_sizes(self) -> BacklogSizes:
         """The entry lookups behind the quotas (what is known and under way)."""
         return self._entry_sizes
 

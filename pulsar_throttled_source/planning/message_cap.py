@@ -5,7 +5,7 @@ As Kafka's source does with maxOffsetsPerTrigger, the cap is split over the part
 backlogs (here in entries, what the layouts count exactly), largest remainders first so the shares add up to the
 cap; what a partition cannot use (its backlog holds fewer messages than its share) goes to the others. Each
 partition's share is then found in its entries: their messages are looked up (each entry's own metadata, the
-lookups the quotas use, metadata/entry_sizes.py), entry by entry from the partition's start, so the batch ends
+lookups the quotas use, metadata/backlog_sizes.py), entry by entry from the partition's start, so the batch ends
 on the share's last message, inside an entry where it falls there (the offset then carries the entry's batch
 index, offsets.py). The cap is applied before the quotas, as maxEntriesPerTrigger is: they admit whole entries
 of what the cap leaves, and a partition they hold back ends on an entry boundary, under its share.
@@ -27,7 +27,7 @@ LOOKUP_CHUNK = 256  # entries asked at once while walking a share (the scheduler
 
 
 class MessageCounts(Protocol):
-    """The messages a reader is handed for backlog entries (metadata.entry_sizes.EntrySizes)."""
+    """The messages a reader is handed for backlog entries (metadata.backlog_sizes.BacklogSizes)."""
 
     def new_plan(self, partitions: int = 0) -> None: ...
     def message_counts(self, partition: str, backlog: Backlog, positions: list[Position]) -> Mapping[Position, int]: ...

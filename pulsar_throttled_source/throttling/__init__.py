@@ -14,11 +14,11 @@ The model (see docs/THROTTLING.md):
   unused is lost.
 - Entries are converted to messages exactly (batch mode: one entry is one message) or from the
   entries' own metadata, looked up for the entries a window could admit (precise mode:
-  ``..entry_values``, learned by ``metadata.entry_sizes``); bytes likewise, or from the ledger layout.
+  ``..backlog_values``, learned by ``metadata.backlog_sizes``); bytes likewise, or from the ledger layout.
 
 Modules, each one role. Within the package: ``engine`` uses all the others; ``allocation`` uses
 ``partition_plan``, ``buckets``, ``report`` and ``demands``; ``store_factory`` uses the SQLite and Redis stores. The quota configuration
-(Rate, QuotaConfig) and entry values live below the package (``..quota_settings``, ``..entry_values``)
+(Rate, QuotaConfig) and entry values live below the package (``..quota_settings``, ``..backlog_values``)
 so that options and metadata need nothing of it (the import contract in pyproject.toml holds that):
 - ``demands``: the value types planning and the engine share (PartitionDemand, Admission, level names).
 - ``store``: what a bucket store holds and offers (BucketState, MultiplierState, the QuotaStore protocol);

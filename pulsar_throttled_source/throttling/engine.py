@@ -4,7 +4,7 @@ Each plan() call estimates, picks the buckets every demand charges, then loads, 
 charges them in one store transaction, so concurrent planners on a host cannot over-admit.
 What the engine touches outside itself is given to it: the store, the clock, and each demand's
 callbacks (bytes_for, learn_entries, estimate_entries), which may ask the broker about entries
-(metadata.entry_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
+(metadata.backlog_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
 at once. With adaptiveThrottling, ``multiplier`` (a controller.CongestionController's) scales every quota of a plan:
 the quotas are ceilings, and a window admits at most m x each of them (debt repays at m x the quota too).
 """
@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from ..entry_values import LearnedEntries
+from ..backlog_values import LearnedBacklog
 from ..quota_settings import QuotaConfig
 from .allocation import RotatingCursor, admit
 from .buckets import BucketSpec, ChargedQuota, bucket_spec, partition_specs, roll_forward, scaled, source_key
@@ -82,7 +82,7 @@ class QuotaEngine:
         # The source-wide spec is scaled already (shared by every demand); each demand's own levels are scaled here.
         specs = [[spec if spec is source_spec else scaled(spec, m) for spec in partition_specs(demand, source_spec, publish_rate)]
                  for demand in demands]
-        estimates: list[LearnedEntries | None] = [None] * len(demands)
+        estimates: list[LearnedBacklog | None] = [None] * len(demands)
         if len(demands) > ESTIMATE_ABOVE and not unthrottled:
             estimates = estimates_far_from_quota(demands, specs, self._remaining_after_last_plans(specs, now),
                                                  precise=self.config.mode == "precise")

@@ -1,6 +1,6 @@
 """Which partitions of a large plan are priced by estimate instead of by their entries' metadata.
 
-Precise mode prices the entries a window admits by each entry's own metadata (metadata.entry_sizes):
+Precise mode prices the entries a window admits by each entry's own metadata (metadata.backlog_sizes):
 one admin request per new entry. At 1,000 partitions that is hundreds of requests a trigger, more
 than a broker answers, so plans waited and partitions fell behind (bench/README.md, "Figures behind the code"). Where every bucket a partition charges has HEADROOM times what the whole plan is estimated
 to charge it, no plausible error of the estimate changes what the plan admits: those partitions are
@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..entry_values import LearnedEntries
+from ..backlog_values import LearnedBacklog
 from .buckets import BucketSpec
 from .demands import PartitionDemand
 
@@ -34,7 +34,7 @@ def _priced(specs: Sequence[BucketSpec], precise: bool) -> bool:
 
 
 def estimates_far_from_quota(demands: Sequence[PartitionDemand], specs: Sequence[Sequence[BucketSpec]],
-                             remaining: Mapping[str, tuple[float, float]], precise: bool) -> list[LearnedEntries | None]:
+                             remaining: Mapping[str, tuple[float, float]], precise: bool) -> list[LearnedBacklog | None]:
     """Per demand, the estimate to price it by, or None to learn its entries (the usual path).
 
     `remaining`: what each bucket had left after the last plan that charged it, rolled forward to
@@ -62,7 +62,7 @@ def estimates_far_from_quota(demands: Sequence[PartitionDemand], specs: Sequence
                 and (math.isinf(spec.quota_bytes) or charge.bytes * HEADROOM <= left_bytes))
 
     verdict: dict[str, bool] = {}
-    out: list[LearnedEntries | None] = []
+    out: list[LearnedBacklog | None] = []
     for demand_specs, estimate in zip(specs, estimates, strict=True):
         if estimate is None or estimate.msgs is None or not demand_specs:
             out.append(None)

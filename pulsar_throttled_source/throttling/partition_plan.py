@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..entry_values import EntryValues, LearnedEntries
+from ..backlog_values import BacklogValues, LearnedBacklog
 from ..quota_settings import QuotaConfig
 from .buckets import Bucket, BucketSpec
 from .demands import Admission, PartitionDemand
@@ -30,8 +30,8 @@ class PartitionPlan:
     entries: int = 0
     held_back: str | None = None
     limited_by_share: bool = False
-    known_msgs: EntryValues | None = None  # precise mode: the messages of the backlog's first entries
-    known_bytes: EntryValues | None = None  # with a byte quota: their stored bytes
+    known_msgs: BacklogValues | None = None  # precise mode: the messages of the backlog's first entries
+    known_bytes: BacklogValues | None = None  # with a byte quota: their stored bytes
     _bytes_cache: dict[int, float] = field(default_factory=dict)
 
     @property
@@ -74,7 +74,7 @@ def new_plan(
     specs: list[BucketSpec],
     config: QuotaConfig,
     unthrottled: bool,
-    estimate: LearnedEntries | None = None,
+    estimate: LearnedBacklog | None = None,
 ) -> PartitionPlan:
     """A plan with nothing admitted yet: whether throttling applies, and how entries convert to
     messages and bytes. With a message quota in precise mode, or a byte quota in either mode, that
@@ -96,7 +96,7 @@ def new_plan(
     precise = config.mode == "precise"
     msg_quotas = [spec.quota_msgs for spec in specs if math.isfinite(spec.quota_msgs)] if precise else []
     byte_quotas = [spec.quota_bytes for spec in specs if math.isfinite(spec.quota_bytes)]
-    learned = LearnedEntries()
+    learned = LearnedBacklog()
     if estimate is not None and reason is None:
         learned = estimate
     elif backlog and demand.learn_entries is not None and (msg_quotas or byte_quotas):

@@ -10,7 +10,7 @@ entry from the broker's publish counters (the query progress report).
 
 All live in one query's driver process only, like the broker's own averages: a restart starts them
 afresh. (Precise mode does not estimate messages per entry from these: it learns them from the entries
-it is about to admit, see entry_values.EntryValues.)
+it is about to admit, see backlog_values.BacklogValues.)
 """
 
 from __future__ import annotations

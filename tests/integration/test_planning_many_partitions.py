@@ -43,7 +43,7 @@ def test_many_partitions_far_below_their_quotas_are_planned_without_lookups_and_
                 delivered += [row["value"] for batch in read_ranges(part) for row in batch.to_pylist()]
             reader.commit(end)
             start = end
-            lookups_started = reader.planner.admission.entry_sizes.lookups  # some run in the background: wait for them
+            lookups_started = reader.planner.admission.backlog_sizes.lookups  # some run in the background: wait for them
             wait_until(lambda: lookups_started.unanswered == 0, what="the plan's background lookups answered")
             lookups.append(reader.planner.admin.requests_by_kind["entry"] - before)
     finally:

@@ -39,11 +39,11 @@ REPOSITORY = "https://github.com/pulsar-throttled-source/pulsar-throttled-source
 # added here; a development tool (like local_broker/ or tools/) stays out of the wheel (pyproject.toml).
 RUNTIME_FILES = {
     "": "pyspark_pulsar_throttled.py",
-    "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py data_loss_error.py datasource.py entry_values.py "
+    "pulsar_throttled_source": "__init__.py adaptive_throttle.py admin_endpoint.py backlog_values.py batch.py catch_up.py checkpoint_log.py console_log.py credentials.py data_loss_error.py datasource.py "
                                "offsets.py planner_wiring.py plots.py positions.py protobuf_wire.py py.typed query_progress.py quota_settings.py read_task.py retry.py "
                                "spark_support.py status.py status_quota.py stream.py stream_spark40.py stream_spark42.py topics.py",
     "pulsar_throttled_source/metadata": "__init__.py admin.py admin_answers.py admin_auth.py admin_hosts.py admin_http.py background_refresh.py catalog.py durable_cursor.py "
-                                        "entry_estimates.py entry_headers.py entry_sizes.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
+                                        "backlog_estimates.py backlog_sizes.py entry_headers.py layout.py lookup_scheduler.py max_read.py owner_redirects.py policies.py "
                                         "broker_metrics.py publish_times.py request_pool.py service_tls.py stress_readings.py uniform_batching.py window_pricing.py",
     "pulsar_throttled_source/metrics": "__init__.py latest_samples.py listener.py otel.py prometheus.py samples.py",
     "pulsar_throttled_source/options": "__init__.py aliases.py auth.py names.py parse.py passthrough.py query_kinds.py source_options.py spec.py start_end.py values.py",

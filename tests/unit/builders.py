@@ -14,7 +14,7 @@ from memory_quota_store import MemoryQuotaStore
 from pyspark.sql.streaming.datasource import ReadMaxRows
 from pyspark.sql.types import DataType, StructField, StructType
 
-from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries, LearnEntries
+from pulsar_throttled_source.backlog_values import BacklogValues, LearnBacklog, LearnedBacklog
 from pulsar_throttled_source.metadata.catalog import CatalogSettings, PartitionCatalog
 from pulsar_throttled_source.metadata.layout import PartitionLayout
 from pulsar_throttled_source.metadata.publish_times import OldestUnread
@@ -116,18 +116,18 @@ def unlimited() -> ReadMaxRows:
 # --- what the quota engine is asked for
 
 
-def _learned_from(counts: list[int]) -> LearnEntries:
+def _learned_from(counts: list[int]) -> LearnBacklog:
     """A backlog whose entries hold `counts` messages each, learned the way the planner does:
     the entries that hold the asked-for messages, and one more."""
 
-    def learn(msgs: float, size: float) -> LearnedEntries:
+    def learn(msgs: float, size: float) -> LearnedBacklog:
         known, total = [], 0
         for count in counts:
             known.append(count)
             if total >= msgs:
                 break
             total += count
-        return LearnedEntries(EntryValues(tuple(known)))  # bytes: the ledger averages
+        return LearnedBacklog(BacklogValues(tuple(known)))  # bytes: the ledger averages
 
     return learn
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from builders import P0, backlog_after, entries_holding
 from fakes import FakeAdmin, LookupPools
 
-from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
+from pulsar_throttled_source.metadata.backlog_sizes import BacklogSizes
 from pulsar_throttled_source.metadata.uniform_batching import GRID
 
 
@@ -15,7 +15,7 @@ def drain(admin: FakeAdmin, quota: float, windows: int, start: int = -1) -> list
     """Plan `windows` windows of `quota` messages one after another, as a query drains a backlog
     (each planned batch prefetches the next window's lookups): the messages each window admits."""
     pools = LookupPools()
-    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin, pool=pools)  # type: ignore[arg-type]
     total = len(admin.counts)
     read: list[int] = []
     for _ in range(windows):
@@ -61,7 +61,7 @@ def test_entries_unlike_their_ledgers_average_or_of_unknown_size_are_counted_exa
 
 def test_a_window_past_the_checked_stretch_checks_only_the_grid_entries_it_reaches():
     admin = FakeAdmin([10] * 1_000, sizes=[100] * 1_000)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
     estimate = counts.learner(P0, backlog_after(-1, 1_000))(1_000, 0.0).msgs  # 100 entries and one more
     assert entries_holding(estimate, 1_000) == 100

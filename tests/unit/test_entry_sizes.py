@@ -9,15 +9,15 @@ from concurrent.futures import Executor, Future
 from builders import P0, P1, backlog_after, entries_holding
 from fakes import FakeAdmin, FakeClock, LookupPools
 
-from pulsar_throttled_source.metadata.entry_estimates import ESTIMATE_REFRESH_S
-from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
+from pulsar_throttled_source.metadata.backlog_estimates import ESTIMATE_REFRESH_S
+from pulsar_throttled_source.metadata.backlog_sizes import BacklogSizes
 from pulsar_throttled_source.metadata.lookup_scheduler import LOOKUPS_PER_PLAN, WAIT_ALL_UP_TO, wait_for_answer
 from pulsar_throttled_source.metadata.window_pricing import EXACT_AHEAD, HEAD_CHUNK, REFINE_LOOKUPS, SAMPLES
 
 
 def test_entries_a_quota_could_admit_are_counted_exactly_then_sampled_and_each_looked_up_once():
     admin = FakeAdmin([1] * 200 + [10] * 300 + [20] * 500)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
     known = counts.learner(P0, backlog_after(199, 1000))(100, 0.0).msgs  # the batched part, quota 100
     assert known.exact == (10,) * 11 and known.total(10) == 100  # ten entries hold the quota, and one more
@@ -38,7 +38,7 @@ def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
     # Batched history, then a producer that stopped batching; and the other way round.
     for history, then in (([10] * 150, [1] * 3_000), ([1] * 1_000, [10] * 500)):
         admin = FakeAdmin(history + then)
-        counts = EntrySizes(admin)  # type: ignore[arg-type]
+        counts = BacklogSizes(admin)  # type: ignore[arg-type]
         truth = [sum(admin.counts[:k]) for k in range(len(admin.counts) + 1)]
         for start, quota in ((-1, 2_000), (99, 500), (-1, 3_000), (899, 500), (40, 1_200)):
             counts.new_plan()
@@ -52,7 +52,7 @@ def test_a_window_crossing_a_change_of_batching_is_priced_on_both_sides_of_it():
 def test_entries_of_varying_batches_within_a_window_are_all_counted():
     rng = random.Random(3)
     admin = FakeAdmin([rng.randint(8, 12) for _ in range(2_000)])
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     for start in range(-1, 1_500, 49):
         counts.new_plan()
         estimate = counts.learner(P0, backlog_after(start, 2_000))(500, 0.0).msgs
@@ -62,7 +62,7 @@ def test_entries_of_varying_batches_within_a_window_are_all_counted():
 
 def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
     admin = FakeAdmin([10] * 40)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     counts.new_plan()  # as the planner does: a plan over few partitions waits for its lookups
     counts.learner(P0, backlog_after(-1, 40))(50, 0.0)
     counts.learner(P0, backlog_after(4, 40))(50, 0.0)  # five entries read: five more to learn
@@ -72,7 +72,7 @@ def test_what_the_query_moved_past_is_forgotten_and_the_next_entries_learned():
 
 def test_the_same_question_over_the_same_entries_is_answered_without_work_until_more_is_known():
     admin, pools = FakeAdmin([10] * 100 + [30] * 100), LookupPools()
-    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin, pool=pools)  # type: ignore[arg-type]
     backlog = backlog_after(-1, 200)
     counts.new_plan()
     first = counts.learner(P0, backlog)(5_000, 0.0)  # reaches past the head: samples and bisection
@@ -93,7 +93,7 @@ def test_the_same_question_over_the_same_entries_is_answered_without_work_until_
 
 def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
     admin = FakeAdmin([1] * 1000)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
     partitions = [f"{P0[:-1]}{i}" for i in range(20)]
     learned = [counts.learner(p, backlog_after(-1, 1000))(10_000, 0.0) for p in partitions]
@@ -106,14 +106,14 @@ def test_lookups_stop_at_the_budget_and_at_a_deleted_entry():
         counts.learner(p, backlog_after(99, 1000))(10_000, 0.0)
     later = counts.learner(partitions[-1], backlog_after(499, 1000))(10, 0.0).msgs
     assert later.exact == () and later.per_entry == 1.0 and later.total(10) == 10
-    gone = EntrySizes(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
+    gone = BacklogSizes(FakeAdmin([1] * 10, gone_from=3))  # type: ignore[arg-type]
     gone.new_plan()
     assert gone.learner(P0, backlog_after(-1, 10))(10, 0.0).msgs.exact == (1, 1, 1)
 
 
 def test_the_next_window_is_looked_up_in_the_background_once_a_batch_is_planned():
     admin, pools = FakeAdmin([10] * 300), LookupPools()
-    counts = EntrySizes(admin, pool=pools)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin, pool=pools)  # type: ignore[arg-type]
     counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)  # the batch admitted ten entries
@@ -137,7 +137,7 @@ def test_a_background_lookup_that_failed_is_asked_again_when_needed():
             return super().entry_headers(partition, ledger_id, entry_id)
 
     admin = Flaky([10] * 300)
-    counts = EntrySizes(admin)  # type: ignore[arg-type]
+    counts = BacklogSizes(admin)  # type: ignore[arg-type]
     counts.new_plan()
     counts.learner(P0, backlog_after(-1, 300))(100, 0.0)
     counts.prefetch(P0, backlog_after(-1, 300), 10)
@@ -149,14 +149,14 @@ def test_a_byte_quota_is_priced_by_the_stored_size_of_the_entries_it_admits():
     # The ledger's average says 100 bytes per entry; its first entries are large batches.
     sizes = [2_000] * 50 + [50] * 950
     admin = FakeAdmin([20] * 1_000, sizes=sizes)
-    learned = EntrySizes(admin)  # type: ignore[arg-type]
+    learned = BacklogSizes(admin)  # type: ignore[arg-type]
     for start, quota in ((-1, 10_000), (44, 12_000), (44, 40_000), (199, 5_000)):
         learned.new_plan()
         estimate = learned.learner(P0, backlog_after(start, 1_000))(0.0, quota).bytes
         admitted = entries_holding(estimate, quota)
         read = sum(sizes[start + 1:start + 1 + admitted])
         assert quota - 2_000 < read <= quota, (start, quota, read)
-    unknown = EntrySizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
+    unknown = BacklogSizes(FakeAdmin([20] * 100))  # type: ignore[arg-type]
     unknown.new_plan()
     assert unknown.learner(P0, backlog_after(-1, 100))(0.0, 1_000).bytes.total(10) == 1_000  # ledger average
 
@@ -186,7 +186,7 @@ class BusyBroker(Executor):
 def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_further_than_known():
     admin = FakeAdmin([10] * 100)
     broker, clock = BusyBroker(slow_from=100), FakeClock(0.0)
-    sizes = EntrySizes(admin, wait_s=0.1, clock=clock, waiter=clock.wait, pool=lambda: broker)  # type: ignore[arg-type]
+    sizes = BacklogSizes(admin, wait_s=0.1, clock=clock, waiter=clock.wait, pool=lambda: broker)  # type: ignore[arg-type]
     try:
         sizes.new_plan(partitions=WAIT_ALL_UP_TO)  # a few partitions: all lookups are waited for
         learned = sizes.learner(P0, backlog_after(49, 100))(50, 0.0)
@@ -212,7 +212,7 @@ def test_a_plan_waits_for_lookups_no_longer_than_its_deadline_and_admits_no_furt
 def test_an_estimate_is_the_last_learned_figure_of_the_partition_or_its_topic_and_is_refreshed_by_sampling():
     admin = FakeAdmin([4] * 50 + [9] * 50)
     clock, pools = FakeClock(0.0), LookupPools()
-    sizes = EntrySizes(admin, clock=clock, pool=pools)  # type: ignore[arg-type]
+    sizes = BacklogSizes(admin, clock=clock, pool=pools)  # type: ignore[arg-type]
     try:
         sizes.new_plan()
         assert sizes.estimate(P0, backlog_after(9, 50)) is None  # nothing known yet ...

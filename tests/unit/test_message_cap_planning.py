@@ -12,7 +12,7 @@ from builders import P0, P1, PLANNER_START, layout, reader, unlimited
 from fakes import FakeAdmin, FakeCatalog, FakeClock
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from pulsar_throttled_source.metadata.entry_sizes import EntrySizes
+from pulsar_throttled_source.metadata.backlog_sizes import BacklogSizes
 from pulsar_throttled_source.offsets import CHECKPOINT_HINT, SourceOffset
 from pulsar_throttled_source.planning.message_cap import MessageCap, split_messages
 from pulsar_throttled_source.positions import EntryPosition, MessagePosition
@@ -83,7 +83,7 @@ def entries_of(catalog: FakeCatalog, partition: str) -> list[tuple[int, int]]:
     return [(l.ledger_id, e) for l in catalog.snap.layouts[partition].ledgers for e in range(l.entries)]
 
 
-def cap_reader(tmp_path, catalog: FakeCatalog, counts: FakeCounts | EntrySizes, cap: int, clock=None, **options):
+def cap_reader(tmp_path, catalog: FakeCatalog, counts: FakeCounts | BacklogSizes, cap: int, clock=None, **options):
     r = reader(tmp_path, catalog, clock, maxMessagesPerTrigger=cap, **options)
     r.planner._p.message_cap = MessageCap(counts)  # the lookups on fakes instead of a broker
     return r
@@ -230,11 +230,11 @@ def test_an_entry_not_answered_in_time_ends_the_batch_before_it_never_past_the_c
 
 
 def test_the_lookups_are_the_entries_own_headers(tmp_path):
-    """Through EntrySizes and the admin API's entry headers (a FakeAdmin): 10 messages per entry."""
+    """Through BacklogSizes and the admin API's entry headers (a FakeAdmin): 10 messages per entry."""
     catalog = FakeCatalog(layout(P0, [(5, 10)]))
     admin = FakeAdmin(counts=[10] * 10)
     clock = FakeClock(PLANNER_START)
-    r = cap_reader(tmp_path, catalog, EntrySizes(admin, clock=clock, waiter=clock.wait), 15, clock)
+    r = cap_reader(tmp_path, catalog, BacklogSizes(admin, clock=clock, waiter=clock.wait), 15, clock)
     end = r.latestOffset(r.initialOffset(), unlimited())
     assert end[P0] == {"ledgerId": 5, "entryId": 1, "batchIndex": 5}
     assert set(admin.lookups) <= {(5, e) for e in range(10)} and len(admin.lookups) <= 16

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
+from pulsar_throttled_source.backlog_values import BacklogValues, LearnedBacklog
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.allocation import (
     FIRST_READ_REASON,
@@ -77,9 +77,9 @@ def test_new_plan_prices_entries_and_caps_a_precise_first_read() -> None:
     precise = QuotaConfig(source=Rate(), mode="precise")
     asked: list[float] = []
 
-    def seven_each(msgs: float, size: float) -> LearnedEntries:
+    def seven_each(msgs: float, size: float) -> LearnedBacklog:
         asked.append(msgs)
-        return LearnedEntries(EntryValues((7,) * 3))
+        return LearnedBacklog(BacklogValues((7,) * 3))
 
     d = plan(backlog=50).demand
     known_demand = replace(d, learn_entries=seven_each)
@@ -98,7 +98,7 @@ def test_new_plan_admits_no_further_than_the_entries_known_before_one_still_look
     batch = QuotaConfig(source=Rate(), mode="batch")
     d = plan(backlog=50).demand
     for reach, cap in ((3, 3), (0, 1)):  # at least one entry, as when nothing is known
-        late = replace(d, learn_entries=lambda m, s, r=reach: LearnedEntries(EntryValues((7,) * 3), reach=r))
+        late = replace(d, learn_entries=lambda m, s, r=reach: LearnedBacklog(BacklogValues((7,) * 3), reach=r))
         assert new_plan(late, 0, [_spec(1_000)], precise, False).max_entries == cap
         assert new_plan(late, 0, [_spec(math.inf, 10_000)], batch, False).max_entries == cap  # bytes too
         assert new_plan(late, 0, [_spec(1_000)], precise, True).max_entries == 50  # unthrottled: not capped
@@ -110,7 +110,7 @@ def test_a_byte_quota_in_precise_mode_charges_and_reports_the_messages_its_entri
     not reported (nor charged) as one message per entry."""
     precise = QuotaConfig(source=Rate(), mode="precise")
     batch = QuotaConfig(source=Rate(), mode="batch")
-    d = replace(plan(backlog=50).demand, learn_entries=lambda m, s: LearnedEntries(EntryValues((10,) * 3), EntryValues((1_100,) * 3)))
+    d = replace(plan(backlog=50).demand, learn_entries=lambda m, s: LearnedBacklog(BacklogValues((10,) * 3), BacklogValues((1_100,) * 3)))
     by_bytes = new_plan(d, 0, [_spec(math.inf, 40_000)], precise, False)
     assert (by_bytes.msgs(7), by_bytes.max_entries) == (70.0, 50)
     assert new_plan(d, 0, [_spec(math.inf, 40_000)], batch, False).msgs(7) == 7.0  # batch mode: an entry is a message

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from memory_quota_store import MemoryQuotaStore
 
-from pulsar_throttled_source.entry_values import EntryValues, LearnedEntries
+from pulsar_throttled_source.backlog_values import BacklogValues, LearnedBacklog
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
 from pulsar_throttled_source.throttling.buckets import BucketSpec
 from pulsar_throttled_source.throttling.demands import PartitionDemand
@@ -16,8 +16,8 @@ TOPIC = "persistent://public/default/t"
 INF = float("inf")
 
 
-def per_entry(value: float) -> LearnedEntries:
-    return LearnedEntries(EntryValues((), ((0, value),)), None)
+def per_entry(value: float) -> LearnedBacklog:
+    return LearnedBacklog(BacklogValues((), ((0, value),)), None)
 
 
 class Partition:
@@ -30,11 +30,11 @@ class Partition:
         self.backlog = backlog
         self.learned = 0
 
-    def learn(self, msgs: float, size: float) -> LearnedEntries:
+    def learn(self, msgs: float, size: float) -> LearnedBacklog:
         self.learned += 1
-        return LearnedEntries(EntryValues((float(self.msgs),) * self.backlog))
+        return LearnedBacklog(BacklogValues((float(self.msgs),) * self.backlog))
 
-    def estimate(self) -> LearnedEntries | None:
+    def estimate(self) -> LearnedBacklog | None:
         return per_entry(self.known) if self.known is not None else None
 
     def demand(self, topic: Rate) -> PartitionDemand:

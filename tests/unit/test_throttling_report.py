@@ -1,4 +1,4 @@
-"""Unit tests of the messages of known entries (entry_values) and of the report wording (throttling/report.py)."""
+"""Unit tests of the messages of known entries (backlog_values) and of the report wording (throttling/report.py)."""
 
 from __future__ import annotations
 
@@ -6,22 +6,22 @@ import math
 
 import pytest
 
-from pulsar_throttled_source.entry_values import EntryValues
+from pulsar_throttled_source.backlog_values import BacklogValues
 from pulsar_throttled_source.throttling.buckets import Bucket, BucketSpec
 from pulsar_throttled_source.throttling.demands import SOURCE_LEVEL, SUBSCRIPTION_LEVEL, TOPIC_LEVEL
 from pulsar_throttled_source.throttling.report import human_bytes, level_reports, listing, number
 
 
 def test_entry_messages_are_exact_for_known_entries_and_priced_by_their_neighbours_beyond() -> None:
-    known = EntryValues((10, 10, 1, 3))
+    known = BacklogValues((10, 10, 1, 3))
     assert [known.total(k) for k in range(5)] == [0, 10, 20, 21, 24]
     assert known.per_entry == 6.0 and known.total(6) == 24 + 2 * 6.0
-    assert EntryValues().per_entry is None and EntryValues().total(3) == 3.0
-    assert EntryValues((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
-    sampled = EntryValues((10, 10), ((4, 20), (6, 20), (9, 1)))  # entries looked up further on
+    assert BacklogValues().per_entry is None and BacklogValues().total(3) == 3.0
+    assert BacklogValues((0, 0)).per_entry == 1.0  # markers only: an entry still counts as one
+    sampled = BacklogValues((10, 10), ((4, 20), (6, 20), (9, 1)))  # entries looked up further on
     assert [sampled.total(k) for k in (3, 5, 7, 9, 10)] == [35, 70, 110, 131, 132]  # equal neighbours: theirs; else the mean
     assert sampled.total(12) == 134  # past the last one: the last stretch's count, not the mean of all
-    assert EntryValues((), ((0, 7.5),)).total(2) == 15 and EntryValues((), ((0, 7.5),)).per_entry == 7.5
+    assert BacklogValues((), ((0, 7.5),)).total(2) == 15 and BacklogValues((), ((0, 7.5),)).per_entry == 7.5
 
 
 @pytest.mark.parametrize(

@@ -8,11 +8,11 @@ not be read past its byte quota. Only the entries one window's tightest quota co
 up, each once (answers are kept until the query moves past them), so idle polls and held-back
 partitions ask nothing, and a planning call asks at most lookup_scheduler.LOOKUPS_PER_PLAN.
 
-EntrySizes is what the planner (planning/admission.py) holds; it joins the roles, each in its module:
+BacklogSizes is what the planner (planning/admission.py) holds; it joins the roles, each in its module:
 - lookup_scheduler: LookupScheduler (pool, per-call budget and deadline, the answers kept);
 - window_pricing: which entries a window needs and what they hold, and whether that is complete;
 - uniform_batching: stretches a producer batched alike, priced from a grid of them;
-- entry_estimates: estimates without waiting, and the background samples that keep them fresh.
+- backlog_estimates: estimates without waiting, and the background samples that keep them fresh.
 Here: the last answer of each partition remembered (an unchanged question costs nothing), and the
 next window's lookups started once a batch is planned.
 """
@@ -26,9 +26,9 @@ from concurrent.futures import Executor
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..entry_values import EntryValues, LearnedEntries, LearnEntries
+from ..backlog_values import BacklogValues, LearnBacklog, LearnedBacklog
 from ..positions import Position
-from .entry_estimates import EntryEstimates
+from .backlog_estimates import BacklogEstimates
 from .layout import Backlog
 from .lookup_scheduler import LOOKUP_WAIT_S, LookupScheduler, Waiter, lookup_pool, position_at, wait_for_answer
 from .stress_readings import LatencySamples
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from .admin import PulsarAdmin
 
 
-class EntrySizes:
+class BacklogSizes:
     """Messages and bytes of backlog entries, per partition, learned on demand within a per-call
     budget (see window_pricing for which entries); once a batch is planned, the next window's
     entries are looked up in the background. `clock`, `waiter` and `pool` are for tests (see
@@ -49,10 +49,10 @@ class EntrySizes:
                  waiter: Waiter = wait_for_answer, pool: Callable[[], Executor] = lookup_pool,
                  latency: LatencySamples | None = None) -> None:
         self._lookups = LookupScheduler(admin, wait_s, clock, waiter, pool, latency)
-        self._estimates = EntryEstimates(self._lookups, clock)
+        self._estimates = BacklogEstimates(self._lookups, clock)
         self._alike = AlikeStretches()  # stretches of alike entries, priced from a few of them
         self._asked: dict[str, tuple[float, float]] = {}  # what each partition's quotas asked for last
-        self._answers: dict[str, tuple[object, LearnedEntries]] = {}  # each partition's last answer, and its question
+        self._answers: dict[str, tuple[object, LearnedBacklog]] = {}  # each partition's last answer, and its question
 
     @property
     def lookups(self) -> LookupScheduler:
@@ -66,12 +66,12 @@ class EntrySizes:
     def close(self) -> None:
         self._lookups.close()
 
-    def learner(self, partition: str, backlog: Backlog) -> LearnEntries:
+    def learner(self, partition: str, backlog: Backlog) -> LearnBacklog:
         """For the engine: the entries holding `msgs` messages and `size` bytes from the backlog's
         start, and one more."""
         self._lookups.follow(partition, backlog)  # forget what the query has moved past
 
-        def learn(msgs: float, size: float) -> LearnedEntries:
+        def learn(msgs: float, size: float) -> LearnedBacklog:
             self._asked[partition] = (msgs, size)
             # The same question over the same entries, with nothing learned since: the same answer
             # (a throttled partition held back, or polls between triggers, cost no work).
@@ -88,16 +88,16 @@ class EntrySizes:
 
         return learn
 
-    def _learned(self, partition: str, priced: PricedWindow) -> LearnedEntries:
+    def _learned(self, partition: str, priced: PricedWindow) -> LearnedBacklog:
         """What was priced, remembering its messages per entry; when nothing could be looked up (the
         call's budget went to other partitions), the average this partition had last time."""
         learned = priced.values.learned()
         if learned.msgs is not None and learned.msgs.per_entry is not None:
             self._estimates.remember(partition, learned.msgs.per_entry)
         elif (last := self._estimates.last_learned(partition)) is not None:
-            learned = LearnedEntries(EntryValues((), ((0, last),)), None)
+            learned = LearnedBacklog(BacklogValues((), ((0, last),)), None)
         else:
-            learned = LearnedEntries()
+            learned = LearnedBacklog()
         return learned if priced.reach is None else replace(learned, reach=priced.reach)
 
     def message_counts(self, partition: str, backlog: Backlog, positions: list[Position]) -> dict[Position, int]:
@@ -108,8 +108,8 @@ class EntrySizes:
         known = self._lookups.known(partition)
         return {p: known[p].msgs for p in positions if p in known}
 
-    def estimate(self, partition: str, backlog: Backlog) -> LearnedEntries | None:
-        """What the backlog's entries are thought to hold, without waiting on a lookup (entry_estimates)."""
+    def estimate(self, partition: str, backlog: Backlog) -> LearnedBacklog | None:
+        """What the backlog's entries are thought to hold, without waiting on a lookup (backlog_estimates)."""
         return self._estimates.estimate(partition, backlog)
 
     def prefetch(self, partition: str, backlog: Backlog, admitted: int) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from functools import lru_cache
 
-from ..entry_values import EntryValues, LearnedEntries
+from ..backlog_values import BacklogValues, LearnedBacklog
 from ..topics import TopicName
 from .entry_headers import EntryHeaders
 from .layout import Backlog
@@ -24,7 +24,7 @@ ESTIMATE_REFRESH_S = 60.0  # how old a partition's messages per entry may grow b
 MAX_ESTIMATES = 4096  # estimates kept, one per value: averages take many values over hours
 
 
-class EntryEstimates:
+class BacklogEstimates:
     """Messages per entry last learned, per partition and per topic, and the samples under way."""
 
     def __init__(self, lookups: LookupScheduler, clock: Callable[[], float]) -> None:
@@ -34,7 +34,7 @@ class EntryEstimates:
         self._learned_at: dict[str, float] = {}  # when each partition's messages per entry were last learned
         self._topic_per_entry: dict[str, float] = {}  # the last learned of any partition of each topic
         self._samples: dict[str, Future[Headers]] = {}  # a partition's newest entry, looked up
-        self._estimates: dict[float, LearnedEntries] = {}
+        self._estimates: dict[float, LearnedBacklog] = {}
 
     def remember(self, partition: str, per_entry: float) -> None:
         """The partition's entries were just learned to hold `per_entry` messages on average."""
@@ -45,7 +45,7 @@ class EntryEstimates:
     def last_learned(self, partition: str) -> float | None:
         return self._per_entry.get(partition)
 
-    def estimate(self, partition: str, backlog: Backlog) -> LearnedEntries | None:
+    def estimate(self, partition: str, backlog: Backlog) -> LearnedBacklog | None:
         """The messages per entry last learned for the partition, else for another partition of its
         topic; None when neither is known. Bytes are left to the ledgers' averages. A partition whose
         figure is older than ESTIMATE_REFRESH_S (or its topic's) has its newest entry looked up in the
@@ -74,7 +74,7 @@ class EntryEstimates:
         if estimate is None:  # immutable: one per value serves every partition (its totals cached inside)
             if len(self._estimates) >= MAX_ESTIMATES:
                 self._estimates.clear()
-            estimate = self._estimates[per_entry] = LearnedEntries(EntryValues((), ((0, per_entry),)), None)
+            estimate = self._estimates[per_entry] = LearnedBacklog(BacklogValues((), ((0, per_entry),)), None)
         return estimate
 
 

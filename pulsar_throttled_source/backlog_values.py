@@ -1,6 +1,6 @@
 """What planning knows of the backlog entries a window could admit: per entry, the messages a reader
 is handed and the bytes it is stored as, learned from the entries' own metadata (see
-metadata.entry_sizes) and priced piecewise between the entries looked up.
+metadata.backlog_sizes) and priced piecewise between the entries looked up.
 
 Below both layers that use it: metadata builds these, throttling's allocation only asks totals."""
 
@@ -22,7 +22,7 @@ def changed(a: float, b: float) -> bool:
 
 
 @dataclass(frozen=True)
-class EntryValues:
+class BacklogValues:
     """One value per backlog entry (messages, or stored bytes): exact for the first len(exact)
     entries, and `knots`, the values of single entries looked up further on.
 
@@ -89,12 +89,12 @@ class EntryValues:
 
 
 @dataclass(frozen=True)
-class LearnedEntries:
+class LearnedBacklog:
     """What was learned of a partition's backlog entries; None for what could not be (then planning
     falls back: one entry's read in precise mode, each ledger's average entry size for bytes)."""
 
-    msgs: EntryValues | None = None
-    bytes: EntryValues | None = None
+    msgs: BacklogValues | None = None
+    bytes: BacklogValues | None = None
     # Admit at most this many entries (at least one): the next one is still being looked up, and
     # a guess could admit a producer's large batches past the quota. None: no such limit.
     reach: int | None = None
@@ -102,4 +102,4 @@ class LearnedEntries:
 
 # Called with (messages, bytes) to reach: the entries at the head of the backlog that hold that
 # much, and one more, as far as they can be looked up now (before the buckets are locked).
-LearnEntries = Callable[[float, float], LearnedEntries]
+LearnBacklog = Callable[[float, float], LearnedBacklog]
