@@ -27,19 +27,19 @@ from .task_lookup import TaskLookup
 def read_native_messages(reader: NativeReader, part: PartitionRange, lookups: TaskLookup,
                          gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """The messages the range owns (range_reader.read_entries), read by the native library."""
-    return read_entries(NativeEntries(reader, part), part, lookups, gone)
+    return read_entries(NativeEntrySource(reader, part), part, lookups, gone)
 
 
 class NativePath:
     """The native read path (read_path.ReadPath): a reader of the native library on the worker's shared native
     client, or the reader the last range of this partition left parked at this range's start."""
 
-    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> NativeEntries:
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> NativeEntrySource:
         start_id, inclusive = reader_start(part, exclusive_only=not native_library().inclusive_start)
         serialized = None if part.start == BEFORE_EARLIEST else start_id.serialize()
-        return NativeEntries(open_native_reader(part, serialized, gone, inclusive), part)
+        return NativeEntrySource(open_native_reader(part, serialized, gone, inclusive), part)
 
-    def close(self, source: NativeEntries, part: PartitionRange, failed: bool) -> None:
+    def close(self, source: NativeEntrySource, part: PartitionRange, failed: bool) -> None:
         if not failed and source.ended_exactly:
             park_native_reader(part, source.reader)  # the next range's task in this process reads on from it
             return
@@ -51,7 +51,7 @@ class NativePath:
 NATIVE_PATH = NativePath()
 
 
-class NativeEntries:
+class NativeEntrySource:
     """A NativeReader as a range_reader source: the library's own calls, plus the Arrow batches."""
 
     def __init__(self, reader: NativeReader, part: PartitionRange) -> None:

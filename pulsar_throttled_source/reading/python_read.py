@@ -27,17 +27,17 @@ from .task_lookup import TaskLookup
 def read_python_messages(reader: Any, part: PartitionRange, lookups: TaskLookup,
                          gone: Callable[[], bool] | None = None) -> Iterator[pa.RecordBatch]:
     """The messages the range owns (range_reader.read_entries), read by a pulsar.Reader."""
-    return read_entries(PythonEntries(reader, part), part, lookups, gone)
+    return read_entries(PythonEntrySource(reader, part), part, lookups, gone)
 
 
 class PythonPath:
     """The Python read path (read_path.ReadPath): a pulsar.Reader on the worker's shared pulsar.Client."""
 
-    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> PythonEntries:
+    def open(self, part: PartitionRange, gone: Callable[[], bool] | None) -> PythonEntrySource:
         start_id, inclusive = reader_start(part, exclusive_only=False)
-        return PythonEntries(open_reader(part, start_id, gone, inclusive), part)
+        return PythonEntrySource(open_reader(part, start_id, gone, inclusive), part)
 
-    def close(self, source: PythonEntries, part: PartitionRange, failed: bool) -> None:
+    def close(self, source: PythonEntrySource, part: PartitionRange, failed: bool) -> None:
         close_reader(source.reader, failed)
         if failed:
             drop_client(part.config)
@@ -46,7 +46,7 @@ class PythonPath:
 PYTHON_PATH = PythonPath()
 
 
-class PythonEntries:
+class PythonEntrySource:
     """A pulsar.Reader and the columns it fills, as a range_reader source."""
 
     def __init__(self, reader: Any, part: PartitionRange) -> None:

@@ -2,8 +2,8 @@
 
 A source appends the messages of one entry (or as many as fit the batch) to the batch it builds and
 describes them in a group (`EntryGroup`'s fields: the native library's par_group_t has the same):
-python_read.PythonEntries with the pulsar-client reader, message by message in Python;
-native_read.NativeEntries with one call into the native library. This loop takes every decision
+python_read.PythonEntrySource with the pulsar-client reader, message by message in Python;
+native_read.NativeEntrySource with one call into the native library. This loop takes every decision
 about the range once per group, with range_progress: whether the range owns the entry (its
 exclusive start, the entry a chunked message began in, entries past its end), the batch indexes
 it reads of a bounded first or last entry, when it is done (its end entry read to the end, the

@@ -185,7 +185,7 @@ class ScriptedLibpulsar:
 
 def native_results(library: str, fake_path: str) -> dict[str, Any]:
     from pulsar_throttled_source.reading.native_library import GROUP_FIELDS, group_layout_problem, load_native_library
-    from pulsar_throttled_source.reading.native_read import NativeEntries, read_native_messages
+    from pulsar_throttled_source.reading.native_read import NativeEntrySource, read_native_messages
     from pulsar_throttled_source.reading.native_reader import NativeReader, create_client
 
     fake = ScriptedLibpulsar(fake_path)
@@ -204,7 +204,7 @@ def native_results(library: str, fake_path: str) -> dict[str, Any]:
 
     for name, (script, calls) in [*GROUP_CASES.items(), ("past the value budget", (OVERFLOW_SCRIPT, [100] * 5))]:
         r = reader(script)
-        out["groups"][name] = read_groups(NativeEntries(r, part), calls)
+        out["groups"][name] = read_groups(NativeEntrySource(r, part), calls)
         r.close()
     for name, case in LOOP_CASES.items():
         r = reader(case.script)
@@ -230,10 +230,10 @@ def python_reader(script: Script) -> Any:
 
 
 def python_groups(name: str) -> dict[str, Any]:
-    from pulsar_throttled_source.reading.python_read import PythonEntries
+    from pulsar_throttled_source.reading.python_read import PythonEntrySource
 
     script, calls = GROUP_CASES[name]
-    return read_groups(PythonEntries(python_reader(script), loop_part(LOOP_CASES["unbatched"])), calls)
+    return read_groups(PythonEntrySource(python_reader(script), loop_part(LOOP_CASES["unbatched"])), calls)
 
 
 def python_loop(name: str) -> list[list[str]]:

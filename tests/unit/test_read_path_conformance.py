@@ -1,4 +1,4 @@
-"""The two read paths' group readers make the same groups of the same deliveries: python_read.PythonEntries
+"""The two read paths' group readers make the same groups of the same deliveries: python_read.PythonEntrySource
 over the unit fakes, and the native library's par_read_group (built here from native/src with gcc, plainly
 and under AddressSanitizer) over a stand-in libpulsar that replays the same script
 (tests/native_fake/fake_libpulsar.c; read_path_scripts.py has the scripts). And the one read loop
