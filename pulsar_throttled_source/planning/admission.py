@@ -89,16 +89,16 @@ class BatchAdmission:
         self._entry_sizes.new_plan(len(wanted))
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
-        admissions = engine.plan(demands, unthrottled=read_all, accept=accept)
-        if not admissions:
+        plan = engine.plan(demands, unthrottled=read_all, accept=accept)
+        if not plan.admissions:
             # held back by `accept`: nothing charged, nothing to look up ahead
             return AdmittedBatch({}, replace(outcome, floor_held=bool(demands)))
-        outcome = replace(outcome, levels=tuple(engine.last_levels),
-                          held_back={a.partition: a.held_back for a in admissions if a.held_back})
-        self._log_summary(engine, admissions)
-        for admission in admissions:  # the next window's entries, looked up while this batch runs
+        outcome = replace(outcome, levels=plan.levels,
+                          held_back={a.partition: a.held_back for a in plan.admissions if a.held_back})
+        self._log_summary(engine.summary(plan), plan.admissions)
+        for admission in plan.admissions:  # the next window's entries, looked up while this batch runs
             self._entry_sizes.prefetch(admission.partition, backlogs[admission.partition], admission.entries)
-        return AdmittedBatch({a.partition: a.entries for a in admissions}, outcome)
+        return AdmittedBatch({a.partition: a.entries for a in plan.admissions}, outcome)
 
     def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
         o = self._options
@@ -124,8 +124,7 @@ class BatchAdmission:
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 
-    def _log_summary(self, engine: QuotaEngine, admissions: Sequence[Admission]) -> None:
-        summary = engine.summary(admissions)
+    def _log_summary(self, summary: str, admissions: Sequence[Admission]) -> None:
         # Idle polls repeat the same line ~90 times a second: log only what changed or admitted data.
         if any(a.entries for a in admissions) or summary != self._last_summary:
             log.info("Planning %s: %s", self._options.subscription, summary)

@@ -1,7 +1,8 @@
 """QuotaEngine: plans one micro-batch's admissions against the quota buckets.
 
 Each plan() call estimates, picks the buckets every demand charges, then loads, admits and
-charges them in one store transaction, so concurrent planners on a host cannot over-admit.
+charges them in one store transaction, so concurrent planners on a host cannot over-admit; it answers
+a QuotaPlan, what it admitted and what it charged per level (nothing of a plan is kept for a caller to read after).
 What the engine touches outside itself is given to it: the store, the clock, and each demand's
 callbacks (bytes_for, learn_entries, estimate_entries), which may ask the broker about entries
 (metadata.backlog_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
@@ -14,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from ..backlog_values import LearnedBacklog
 from ..quota_settings import QuotaConfig
@@ -35,6 +37,16 @@ STALE_BUCKET_S = 24 * 3600
 PURGE_EVERY_S = 3600
 
 
+@dataclass(frozen=True)
+class QuotaPlan:
+    """What one plan() decided: each demand's admission (in the demands' order), and per quota level what it
+    found and charged (the query progress and the summary line report them). Empty when `accept` refused the
+    batch: nothing was charged."""
+
+    admissions: tuple[Admission, ...] = ()
+    levels: tuple[LevelReport, ...] = ()
+
+
 class QuotaEngine:
     def __init__(
         self, config: QuotaConfig, store: QuotaStore, clock: Callable[[], float] = time.time,
@@ -47,7 +59,6 @@ class QuotaEngine:
         self._multiplier_note = multiplier_note  # what the summary line says of m (which signal fired)
         self._publish_rates = SmoothedPublishRates()  # relative rates
         self._cursor = RotatingCursor()
-        self._last_levels: list[LevelReport] = []
         # What this engine last charged each bucket against (pays back a relative quota).
         self._charged_quota: dict[str, ChargedQuota] = {}
         self._next_purge = 0.0
@@ -56,13 +67,13 @@ class QuotaEngine:
     def plan(
         self, demands: Sequence[PartitionDemand], unthrottled: bool = False,
         accept: Callable[[int], bool] | None = None,
-    ) -> list[Admission]:
+    ) -> QuotaPlan:
         """Decide how many backlog entries each partition may advance now, and charge all
         applicable buckets atomically (one store transaction).
 
         `accept` sees the total entries admitted, inside the transaction: when it says no (the
-        trigger floor holds the batch back), nothing is charged and [] is returned, so a trigger
-        that runs no batch leaves the store, and this engine's memory of its charges, unchanged."""
+        trigger floor holds the batch back), nothing is charged and an empty QuotaPlan is returned, so a
+        trigger that runs no batch leaves the store, and this engine's memory of its charges, unchanged."""
         now = self._clock()
         if now >= self._next_purge:
             self._next_purge = now + PURGE_EVERY_S
@@ -111,7 +122,7 @@ class QuotaEngine:
             source = buckets.get(source_key(self.config.query_id))
             admit(plans, source, self._cursor, precise=self.config.mode == "precise")
             if accept is not None and not accept(sum(plan.entries for plan in plans)):
-                return []
+                return QuotaPlan()
             charged = {key: bucket for key, bucket in buckets.items() if bucket.charged_msgs or bucket.charged_bytes}
             tx.put_many({key: bucket.state() for key, bucket in charged.items()})
             for key, bucket in charged.items():
@@ -119,10 +130,9 @@ class QuotaEngine:
         self._last_states.update((key, bucket.state()) for key, bucket in buckets.items())
 
         self._cursor.record(plans)
-        self._last_levels = level_reports(buckets.values())
-        admissions = [plan.admission() for plan in plans]
+        admissions = tuple(plan.admission() for plan in plans)
         log.debug("query %s plan: %s", self.config.query_id, admissions)
-        return admissions
+        return QuotaPlan(admissions, tuple(level_reports(buckets.values())))
 
     def _remaining_after_last_plans(self, specs: Sequence[Sequence[BucketSpec]], now: float) -> dict[str, tuple[float, float]]:
         """What each bucket had left after this engine's last plan with it, rolled forward to now: read
@@ -136,18 +146,10 @@ class QuotaEngine:
                     remaining[spec.key] = bucket.remaining()
         return remaining
 
-    @property
-    def last_levels(self) -> list[LevelReport]:
-        """Per level, what the last plan() that charged anything found and charged (for progress)."""
-        return self._last_levels
-
-    def summary(self, admissions: Sequence[Admission]) -> str:
-        """One human log line: per level what was admitted and why partitions were held back.
-
-        Totals and reasons come from ``admissions``; the per-level charges describe the most
-        recent ``plan()`` call.
-        """
-        line = summary_line(self.config, admissions, self._last_levels)
+    def summary(self, plan: QuotaPlan) -> str:
+        """One human log line of `plan`: per level what was admitted and charged, and why partitions were held back
+        (with adaptiveThrottling, what the multiplier's signals said)."""
+        line = summary_line(self.config, plan.admissions, plan.levels)
         note = self._multiplier_note() if self._multiplier_note is not None else ""
         return f"{line}; {note}" if note else line
 

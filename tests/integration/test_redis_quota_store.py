@@ -106,7 +106,7 @@ def test_two_engines_on_two_hosts_share_one_topic_quota(redis_url: str) -> None:
     demand = PartitionDemand(P0, "sub", 1000, lambda k: float(k), None, topic_rates=(("options", topic),))
     engines = [QuotaEngine(QuotaConfig(Rate(), mode="batch", query_id=f"q{i}"), RedisQuotaStore(store_endpoint(redis_url)), lambda: 5000.5)
                for i in range(2)]
-    admitted = [engine.plan([demand])[0].entries for engine in engines]
+    admitted = [engine.plan([demand]).admissions[0].entries for engine in engines]
     assert admitted == [30, 0]
 
 
@@ -124,7 +124,7 @@ def test_a_store_that_goes_away_fails_planning_instead_of_admitting(tmp_path: Pa
         store = RedisQuotaStore(store_endpoint(url))
         engine = QuotaEngine(QuotaConfig(Rate(), mode="batch", query_id="away"), store, lambda: 6000.5)
         demand = PartitionDemand(P0, "sub", 10, lambda k: float(k), None, topic_rates=(("options", Rate(msgs=5)),))
-        assert engine.plan([demand])[0].entries == 5
+        assert engine.plan([demand]).admissions[0].entries == 5
     with pytest.raises(QuotaStoreError, match=r"option 'quotaStore'.*Nothing was admitted or charged") as error:
         engine.plan([demand])
     assert PASSWORD not in str(error.value) and repr(store) == f"RedisQuotaStore('{url.replace(':' + PASSWORD + '@', '')}')"

@@ -4,7 +4,7 @@ engine is asked for, backlogs of entries, and looks into stores and columns that
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import replace
 from typing import Any
@@ -160,7 +160,7 @@ def demand(
     )
 
 
-def entries(admissions: list[Admission]) -> list[int]:
+def entries(admissions: Sequence[Admission]) -> list[int]:
     return [a.entries for a in admissions]
 
 

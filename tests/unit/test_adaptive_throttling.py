@@ -158,7 +158,7 @@ def run(quota_engine: QuotaEngine, ctl: CongestionController, clock: FakeClock, 
     """Plan PLANS_PER_SECOND times a second; sum what each 1 s quota window admitted and note m in it."""
     for _ in range(seconds * PLANS_PER_SECOND):
         second = math.floor(clock())
-        admitted[second] += sum(entries(quota_engine.plan([demand(backlog=10_000, **demand_args)])))  # type: ignore[arg-type]
+        admitted[second] += sum(entries(quota_engine.plan([demand(backlog=10_000, **demand_args)]).admissions))  # type: ignore[arg-type]
         m_of[second] = ctl.last.multiplier if ctl.last else 1.0
         clock.advance(1 / PLANS_PER_SECOND)
 
@@ -187,24 +187,24 @@ def test_every_window_admits_at_most_m_times_its_ceiling() -> None:
 def test_a_small_ceiling_times_a_small_m_still_admits_one_entry() -> None:
     clock = FakeClock(1000.0)
     quota_engine = QuotaEngine(QuotaConfig(source=Rate(), mode="batch"), MemoryQuotaStore(), clock, multiplier=lambda: 0.1)
-    assert entries(quota_engine.plan([demand(P0, topic=Rate(msgs=5))])) == [1]  # 0.5 of a message: 1, never a stall
+    assert entries(quota_engine.plan([demand(P0, topic=Rate(msgs=5))]).admissions) == [1]  # 0.5 of a message: 1, never a stall
 
 
 def test_source_wide_and_byte_ceilings_are_scaled_too() -> None:
     clock = FakeClock(1000.0)
     store = MemoryQuotaStore()
     quota_engine = QuotaEngine(QuotaConfig(source=Rate(msgs=40), mode="batch"), store, clock, multiplier=lambda: 0.25)
-    assert entries(quota_engine.plan([demand(P0), demand(P1)])) == [5, 5]  # 0.25 x 40, split by backlog
+    assert entries(quota_engine.plan([demand(P0), demand(P1)]).admissions) == [5, 5]  # 0.25 x 40, split by backlog
     clock.advance(1)
     quota_engine = QuotaEngine(QuotaConfig(source=Rate(), mode="batch"), store, clock, multiplier=lambda: 0.5)
-    assert entries(quota_engine.plan([demand(P0, topic=Rate(bytes=1000), entry_bytes=100)])) == [5]
+    assert entries(quota_engine.plan([demand(P0, topic=Rate(bytes=1000), entry_bytes=100)]).admissions) == [5]
 
 
 def test_caught_up_partitions_stay_exempt() -> None:
     clock = FakeClock(1000.0)
     quota_engine = QuotaEngine(QuotaConfig(source=Rate(), mode="batch", throttle_non_backlog=False,
                                            non_backlog_threshold_entries=50), MemoryQuotaStore(), clock, multiplier=lambda: 0.1)
-    caught_up, behind = quota_engine.plan([demand(P0, backlog=40, topic=TOPIC_QUOTA), demand(P1, topic=TOPIC_QUOTA)])
+    caught_up, behind = quota_engine.plan([demand(P0, backlog=40, topic=TOPIC_QUOTA), demand(P1, topic=TOPIC_QUOTA)]).admissions
     assert caught_up.entries == 40 and caught_up.unthrottled is not None
     assert behind.entries == 10
 
@@ -214,5 +214,5 @@ def test_without_a_controller_the_engine_is_unchanged() -> None:
     for multiplier in (None, lambda: 1.0):
         clock = FakeClock(1000.0)
         quota_engine = QuotaEngine(QuotaConfig(source=Rate(msgs=25), mode="batch"), MemoryQuotaStore(), clock, multiplier=multiplier)
-        results.append([entries(quota_engine.plan([demand(P0, topic=TOPIC_QUOTA), demand(P1)])) for _ in range(3)])
+        results.append([entries(quota_engine.plan([demand(P0, topic=TOPIC_QUOTA), demand(P1)]).admissions) for _ in range(3)])
     assert results[0] == results[1] == [[13, 12], [0, 0], [0, 0]]

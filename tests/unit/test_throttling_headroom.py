@@ -73,11 +73,11 @@ def test_a_large_plan_far_below_its_quotas_asks_no_entry_after_its_first_and_cha
     engine = QuotaEngine(QuotaConfig(source=Rate(), mode="precise", query_id="q"), MemoryQuotaStore(), clock=lambda: clock[0])
     parts = [Partition(i, 3, known=3.0) for i in range(ESTIMATE_ABOVE + 1)]
     generous = Rate(msgs=10_000)
-    first = engine.plan([p.demand(generous) for p in parts])
+    first = engine.plan([p.demand(generous) for p in parts]).admissions
     assert all(p.learned == 1 for p in parts)  # the first plan knows no bucket: every entry priced
     assert {a.entries for a in first} == {2} and {a.msgs for a in first} == {6.0}
     clock[0] += 1
-    second = engine.plan([p.demand(generous) for p in parts])
+    second = engine.plan([p.demand(generous) for p in parts]).admissions
     assert all(p.learned == 1 for p in parts)  # far below the quota: nothing asked
     assert {a.entries for a in second} == {2} and {a.msgs for a in second} == {6.0}
 

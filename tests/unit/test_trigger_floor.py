@@ -16,7 +16,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.planning.trigger_floor import TriggerFloor
 from pulsar_throttled_source.quota_settings import QuotaConfig, Rate
-from pulsar_throttled_source.throttling.engine import QuotaEngine
+from pulsar_throttled_source.throttling.engine import QuotaEngine, QuotaPlan
 
 
 # --- the decision alone -------------------------------------------------------------------------------------
@@ -138,9 +138,9 @@ def test_the_engine_refusing_inside_the_transaction_leaves_the_store_unchanged()
     engine = QuotaEngine(QuotaConfig(source=Rate(msgs=10), mode="batch", query_id="q"), store, FakeClock(3_000.0))
     demand = engine_demand(partition=P0, backlog=4)
     seen: list[int] = []
-    assert engine.plan([demand], accept=lambda n: seen.append(n) or False) == []
+    assert engine.plan([demand], accept=lambda n: seen.append(n) or False) == QuotaPlan()  # nothing admitted or charged
     assert seen == [4] and stored_keys(store) == []
-    assert [a.entries for a in engine.plan([demand])] == [4]
+    assert [a.entries for a in engine.plan([demand]).admissions] == [4]
     assert stored_keys(store) != []
 
 
