@@ -23,7 +23,7 @@ READ_PATHS = ("auto", "native", "python")
 
 @dataclass(frozen=True)
 class ClientSettings:
-    """What a client is created with, the same on both read paths (reading.client_cache.python_client,
+    """What a client is created with, the same on both read paths (reading.client_factories.python_client,
     reading.native_reader.create_client): the pulsar.client.* settings, TLS among them, and the client's own
     authentication plugin with its parameters (None: no credentials). Shows neither in its repr."""
 
@@ -54,7 +54,7 @@ class ClientConfig:
     crypto_failure_action: str = "fail"
     value_schema: ValueSchema | None = None  # the topic schema payloads are decoded with (None: raw bytes)
     read_path: str = "auto"  # option readPath: one of READ_PATHS
-    # A reader's receiver queue holds 1/read_ahead_share of its range (reading.client_cache): 16 under
+    # A reader's receiver queue holds 1/read_ahead_share of its range (reading.receiver_queue): 16 under
     # quotas, which protect the bookies from reads past the range; 1 unthrottled, for read speed.
     read_ahead_share: int = 1
 

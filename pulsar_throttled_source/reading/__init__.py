@@ -9,7 +9,9 @@
 - ``python_read``: the Python path's side of it: the pulsar-client reader, message by message into ``arrow_rows``.
 - ``range_entries``: the planned entries' bookkeeping (gaps, markers, aborted and chunked messages).
 - ``task_lookup``: admin lookups of single entries (what a gap in the dispatch was).
-- ``client_cache``: one Pulsar client per worker process, and opening readers with retries.
+- ``client_factories``: how a worker makes each path's client, with the query's credentials.
+- ``client_cache``: one client per worker process and read path, and the native readers parked on them.
+- ``reader_calls``: opening a reader and asking whether messages are left, retried while the broker moves; closing it.
 - ``receiver_queue``: how many permits a reader gives the broker (its queue, from what its range holds).
 - ``arrow_rows``: messages as Arrow columns (the raw layout of ``..schemas.columns``).
 - ``read_errors``: ReadTimeout, DataLossError and the messages that explain them; scrub_error, the one scrub of a read task's errors.

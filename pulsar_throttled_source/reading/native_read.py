@@ -15,11 +15,12 @@ import pyarrow as pa
 
 from ..positions import BEFORE_EARLIEST
 from ..read_task import PartitionRange
-from .client_cache import close_reader, drop_native_client, open_native_reader, park_native_reader
+from .client_cache import drop_native_client, park_native_reader
 from .decoded_rows import decode_native_batch, decoder_for
 from .native_library import native_library
 from .native_reader import NativeReader
 from .range_reader import DroppedRows, read_entries
+from .reader_calls import close_reader, open_native_reader
 from .reader_start import reader_start
 from .task_lookup import TaskLookup
 

@@ -47,7 +47,7 @@ def _c_strings(pairs: list[tuple[str, Any]]) -> tuple[Any, Any, int]:
 
 def create_client(lib: ctypes.CDLL, cfg: ClientConfig) -> int:
     """A native client for `cfg` (raises with the library's reason, which names no secret)."""
-    settings = cfg.client_settings()  # the Python path's too (client_cache.python_client)
+    settings = cfg.client_settings()  # the Python path's too (client_factories.python_client)
     pairs = list(settings.settings)
     if settings.auth:  # through the client's own plugin, by the names native/src/clients.c reads
         pairs += [("auth_plugin", settings.auth[0]), ("auth_params", settings.auth[1])]

@@ -16,10 +16,11 @@ import pyarrow as pa
 from ..protobuf_wire import first_chunk_position, varint
 from ..read_task import PartitionRange
 from .arrow_rows import Columns, EntryIds
-from .client_cache import close_reader, drop_client, open_reader
+from .client_cache import drop_client
 from .decoded_rows import DecodedColumns, decoder_for
 from .native_library import STATUS_OK, STATUS_TIMEOUT
 from .range_reader import DroppedRows, EntryGroup, read_entries
+from .reader_calls import close_reader, open_reader
 from .reader_start import reader_start
 from .task_lookup import TaskLookup
 

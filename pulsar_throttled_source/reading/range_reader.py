@@ -18,11 +18,11 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 from ..read_task import IDLE_CHECK_MS, PartitionRange
-from .client_cache import has_message_available
 from .native_library import GROUP_FIELDS, STATUS_TIMEOUT
 from .range_entries import EncryptedEntryError
 from .range_progress import RangeProgress
 from .read_errors import PartitionDeleted, encrypted_without_key
+from .reader_calls import has_message_available
 from .task_lookup import TaskLookup
 
 

@@ -50,9 +50,9 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/planning": "__init__.py admission.py batch_range.py data_loss.py micro_batch_planner.py progress.py "
                                         "message_cap.py read_limit.py "
                                         "start_positions.py task_packing.py task_ranges.py trigger_floor.py",
-    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py decoded_rows.py "
+    "pulsar_throttled_source/reading": "__init__.py arrow_rows.py client_cache.py client_factories.py decoded_rows.py "
                                        "native_library.py native_read.py native_reader.py parked_readers.py python_read.py range_entries.py "
-                                       "range_progress.py range_reader.py read.py read_errors.py read_path.py reader_start.py receiver_queue.py task_lookup.py watch.py",
+                                       "range_progress.py range_reader.py read.py read_errors.py read_path.py reader_calls.py reader_start.py receiver_queue.py task_lookup.py watch.py",
     "pulsar_throttled_source/schemas": "__init__.py avro_types.py columns.py decoders.py primitives.py schema_guard.py "
                                        "topic_schema.py",
     "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py demands.py engine.py headroom.py "

@@ -139,7 +139,7 @@ def test_a_secret_spark_would_show_in_plans_and_its_event_log_is_refused(plugin,
 def test_every_method_builds_pulsar_clients_own_plugin(tmp_path, oauth2_file):
     """Both read paths hand `plugin` and `client_params()` to pulsar-client-cpp's factory, which answers a name it
     does not know with no plugin (OAuth2's is 'oauth2token', not 'oauth2': a query then connected without credentials)."""
-    from pulsar_throttled_source.reading.client_cache import client_authentication
+    from pulsar_throttled_source.reading.client_factories import client_authentication
 
     athenz = '{"tenantDomain": "t", "tenantService": "s", "providerDomain": "p", "privateKey": "file:///k.pem", "ztsUrl": "https://zts"}'
     for credentials, method in [(TokenAuth(token="a.b.c"), "token"), (TokenAuth(file=oauth2_file), "token"),

@@ -13,7 +13,7 @@ from pulsar_throttled_source.credentials import TokenAuth
 from pulsar_throttled_source.options import parse_options
 from pulsar_throttled_source.positions import BEFORE_EARLIEST, EntryPosition
 from pulsar_throttled_source.read_task import ClientConfig, PartitionRange
-from pulsar_throttled_source.reading import client_cache, receiver_queue
+from pulsar_throttled_source.reading import reader_calls, receiver_queue
 from pulsar_throttled_source.retry import (
     GaveUp,
     Outage,
@@ -142,8 +142,8 @@ class FakeClient:
 def fake_client(monkeypatch):
     client = FakeClient([])
     dropped: list[ClientConfig] = []
-    monkeypatch.setattr(client_cache, "client_for", lambda config: client)
-    monkeypatch.setattr(client_cache, "drop_client", dropped.append)
+    monkeypatch.setattr(reader_calls, "client_for", lambda config: client)
+    monkeypatch.setattr(reader_calls, "drop_client", dropped.append)
     return client, dropped
 
 
@@ -155,9 +155,9 @@ def _part(poll_timeout_ms: int) -> PartitionRange:
 def test_opening_a_reader_waits_for_a_restarting_broker_on_fresh_clients(fake_client, caplog):
     client, dropped = fake_client
     client.errors = [pulsar.ConnectError("connection refused"), pulsar.ServiceUnitNotReady("not ready")]
-    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.client_cache")
+    caplog.set_level(logging.WARNING, logger="pulsar_throttled_source.reading.reader_calls")
     part = _part(10_000)
-    assert client_cache.open_reader(part, "earliest") == "reader"
+    assert reader_calls.open_reader(part, "earliest") == "reader"
     assert len(client.opened) == 3 and len(dropped) == 2  # every failure drops the client
     assert client.opened[0][2] == {"receiver_queue_size": 3, "reader_name": "r"}  # the range's 3 entries (unthrottled)
     warnings = [r.getMessage() for r in caplog.records]
@@ -170,7 +170,7 @@ def test_opening_a_reader_gives_up_after_poll_timeout(fake_client):
     client.errors = [pulsar.ConnectError(f"connection refused, token {TOKEN}") for _ in range(20)]
     started = time.monotonic()
     with pytest.raises(RuntimeError) as error:
-        client_cache.open_reader(_part(1_200), "earliest")
+        reader_calls.open_reader(_part(1_200), "earliest")
     assert 1.2 <= time.monotonic() - started < 3
     message = str(error.value)
     assert message.startswith("Cannot open a reader on persistent://public/default/t-partition-0 at pulsar://broker:6650")
@@ -184,7 +184,7 @@ def test_opening_a_reader_fails_at_once_on_what_a_retry_cannot_fix(fake_client):
     client.errors = [pulsar.AuthenticationError(f"bad token {TOKEN}")]
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"bad token \*\*\*\. Check option 'service.url'.*'pulsar.client.authPluginClassName' and 'pulsar.client.authParams'\.$"):
-        client_cache.open_reader(_part(30_000), "earliest")
+        reader_calls.open_reader(_part(30_000), "earliest")
     assert time.monotonic() - started < 0.5 and len(client.opened) == 1 and len(dropped) == 1
 
 
