@@ -86,7 +86,7 @@ def timed_source() -> type:
 def timed_read(part: Any) -> Iterator[Any]:
     """read_range(part), recording when each step happened (runs in the Python worker)."""
     t_read = time.time()
-    from pulsar_throttled_source.reading import client_cache
+    from pulsar_throttled_source.reading import client_cache, native_read, python_read
     from pulsar_throttled_source.reading import read as read_module
 
     new_worker = not getattr(sys, "_bench_timeline_seen", False)
@@ -99,7 +99,9 @@ def timed_read(part: Any) -> Iterator[Any]:
     rec: dict[str, Any] = {"pid": os.getpid(), "partition": [r.partition_index for r in ranges],
                            "entries": sum(r.entries for r in ranges), "ranges": len(ranges),
                            "t_read": t_read, "new_worker": new_worker, "client_cached": native_cached or python_cached}
-    originals = {name: getattr(read_module, name) for name in ("open_native_reader", "open_reader")}
+    # Where each read path opens its readers (the names its module calls them by)
+    openers = {"open_native_reader": native_read, "open_reader": python_read}
+    originals = {name: getattr(module, name) for name, module in openers.items()}
 
     def timing(name: str) -> Any:
         def opened(*args: Any, **kwargs: Any) -> Any:
@@ -113,8 +115,8 @@ def timed_read(part: Any) -> Iterator[Any]:
             return reader
         return opened
 
-    for name in originals:
-        setattr(read_module, name, timing(name))
+    for name, module in openers.items():
+        setattr(module, name, timing(name))
     inside = outside = 0.0
     rows = 0
     try:
@@ -131,7 +133,7 @@ def timed_read(part: Any) -> Iterator[Any]:
         inside += time.time() - t
     finally:
         for name, fn in originals.items():
-            setattr(read_module, name, fn)
+            setattr(openers[name], name, fn)
     rec.update(t_end=time.time(), inside_s=inside, outside_s=outside, rows=rows)
     record(rec)
 
