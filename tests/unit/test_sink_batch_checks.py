@@ -13,9 +13,9 @@ from builders import URLS
 from fakes import FakeClock
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from pulsar_throttled_source.admin_endpoint import AdminEndpoint
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.topics import TopicName
-from pulsar_throttled_source.admin_endpoint import AdminEndpoint
 from pulsar_throttled_source.writing import effectively_once, payload_schema
 from pulsar_throttled_source.writing.effectively_once import DEDUP_RECHECK_S, check_deduplication
 from pulsar_throttled_source.writing.write_options import parse_write_options
