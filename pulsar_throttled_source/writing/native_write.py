@@ -47,8 +47,9 @@ from .native_sender import (
 )
 from .producers import ProducerCache
 from .routing import Router
+from .write_congestion import permits_for
 from .write_options import WriteOptions
-from .write_quota import PublishPermits, store_for
+from .write_quota import PublishPermits
 from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, _send_timeout_s, _wait_s, send_messages
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,7 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     native = NativeTask(sender, options, identity, topic, partitions, task)
     pause = _Pause()
-    permits = PublishPermits(options.quota, store_for(options.quota), sleep=pause) if options.quota.limited else None
+    permits = permits_for(options, sleep=pause)
     position = skipped = 0
     failed = True
     rest: Iterator[Any] | None = None
