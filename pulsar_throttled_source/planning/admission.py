@@ -53,14 +53,14 @@ class BatchAdmission:
         self._engine = engine  # built lazily: a query without quotas never opens the quota store
         self._policies = policies
         self._rates = rates
-        self._entry_sizes = backlog_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
+        self._backlog_sizes = backlog_sizes  # entries looked up when a quota needs them (see throttling.partition_plan.new_plan)
         self._warned_read_all = False
         self._last_summary = ""
 
     @property
     def backlog_sizes(self) -> BacklogSizes:
         """The entry lookups behind the quotas (what is known and under way)."""
-        return self._entry_sizes
+        return self._backlog_sizes
 
     def admit(self, backlogs: dict[str, Backlog], limit: BatchLimit,
               accept: Callable[[int], bool] | None = None, entry_caps: Mapping[str, int] | None = None) -> AdmittedBatch:
@@ -86,7 +86,7 @@ class BatchAdmission:
             self._warned_read_all = True
             log.warning("Trigger.Once asks for all available data: this micro-batch ignores the configured quotas "
                         "(the buckets are still charged). Use Trigger.AvailableNow for throttled catch-up.")
-        self._entry_sizes.new_plan(len(wanted))
+        self._backlog_sizes.new_plan(len(wanted))
         demands = [self._demand(p, backlogs[p], n) for p, n in wanted.items() if n > 0]
         engine = self._engine()
         plan = engine.plan(demands, unthrottled=read_all, accept=accept)
@@ -97,7 +97,7 @@ class BatchAdmission:
                           held_back={a.partition: a.held_back for a in plan.admissions if a.held_back})
         self._log_summary(engine.summary(plan), plan.admissions)
         for admission in plan.admissions:  # the next window's entries, looked up while this batch runs
-            self._entry_sizes.prefetch(admission.partition, backlogs[admission.partition], admission.entries)
+            self._backlog_sizes.prefetch(admission.partition, backlogs[admission.partition], admission.entries)
         return AdmittedBatch({a.partition: a.entries for a in plan.admissions}, outcome)
 
     def _demand(self, partition: str, backlog: Backlog, entries: int) -> PartitionDemand:
@@ -116,7 +116,7 @@ class BatchAdmission:
             if broker_sub is not None:
                 sub_rates.append(("broker", broker_sub))
         rate_msgs, rate_bytes = self._rates.rates.get(partition, (0.0, 0.0))
-        sizes = self._entry_sizes
+        sizes = self._backlog_sizes
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
                                bytes_for=backlog.bytes_for,
                                learn_entries=sizes.learner(partition, backlog),
