@@ -13,6 +13,9 @@
  * whether the batch holds anything this file does not encode), then sent (pns_send). Every buffer read is bounds
  * checked against the sizes Python passes (the Arrow buffers' own); a bad buffer is refused, never read past.
  *
+ * Pacing: a task keeps no more sends in flight than the broker confirmed lately (pns_task_pace), as the Python sender
+ * does, so a send waits its turn in pns_send rather than in the producer's queue, where its timeout would run.
+ *
  * Lifetime: a send's callback may come after the task gave up waiting (a send timeout fails it later), so the
  * task is reference counted: one reference for Python, one per unanswered send; the last one frees it.
  *
@@ -342,6 +345,8 @@ static int32_t java_string_hash(const uint8_t *s, int64_t n) {
 }
 
 /* ---- tasks -------------------------------------------------------------------------------------------------- */
+#define PACE_BUCKETS 32
+
 typedef struct pns_task pns_task_t;
 typedef struct {
     pns_task_t *task;
@@ -356,7 +361,7 @@ struct pns_task {
     pthread_cond_t answered_cond;
     int64_t refs;     /* under lock: Python's one, and one per unanswered send */
     int64_t sent;     /* under lock */
-    int64_t answered; /* under lock */
+    int64_t answered; /* under lock, added to atomically: the pacing reads it without */
     int32_t error;    /* the first failed send's pulsar_result (0: none), under lock; read atomically */
     int32_t error_lane;
     int32_t waiting;
@@ -367,6 +372,15 @@ struct pns_task {
     int64_t next;            /* round robin */
     char *scratch[2]; /* a key (and a property's value) made C strings */
     int64_t scratch_cap[2];
+    /* Pacing (pns_task_pace): no more sends in flight than the broker confirmed in the last window (a quarter of the
+     * send timeout), at least pace_min; 0: no pacing. The bound is the task thread's, taken under the lock and kept
+     * for an eighth of the window; the confirmations are counted in PACE_BUCKETS buckets spanning the window. */
+    int64_t pace_window_ns;
+    int64_t pace_min;
+    int64_t pace_allowed;
+    int64_t pace_until_ns;
+    int64_t bucket_index[PACE_BUCKETS]; /* under lock: each bucket's time (now / bucket width) */
+    int64_t bucket_count[PACE_BUCKETS]; /* under lock: the confirmations it holds */
     lane_t lanes[];
 };
 
@@ -424,14 +438,80 @@ PAR_EXPORT int pns_task_set_producer(void *task, int32_t lane, void *producer, i
 
 PAR_EXPORT int64_t pns_task_next_partition(void *task) { return ((pns_task_t *)task)->next; }
 
+/* Pace the task's sends to the broker's confirmations (writing/confirmations.py's rule, for the same reason: libpulsar
+ * counts a send's timeout from when it enters the producer's queue, so a queue the broker drains slowly, under its
+ * publish-rate policy, would time sends out): at most as many in flight as were confirmed in the last `window_ms`,
+ * and at least `min_in_flight`. window_ms 0: no pacing (sends never time out). */
+PAR_EXPORT int pns_task_pace(void *task, int64_t window_ms, int64_t min_in_flight) {
+    pns_task_t *t = task;
+    if (t == NULL || window_ms < 0 || min_in_flight < 1) return -1;
+    t->pace_window_ns = window_ms * 1000000;
+    t->pace_min = min_in_flight;
+    t->pace_allowed = min_in_flight;
+    t->pace_until_ns = 0;
+    return 0;
+}
+
+static int64_t monotonic_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
+}
+
+/* A confirmation at `now` counted in its bucket (under the lock). */
+static void count_confirmation(pns_task_t *t, int64_t now) {
+    int64_t index = now / (t->pace_window_ns / PACE_BUCKETS + 1);
+    int slot = (int)(index % PACE_BUCKETS);
+    if (t->bucket_index[slot] != index) {
+        t->bucket_index[slot] = index;
+        t->bucket_count[slot] = 0;
+    }
+    t->bucket_count[slot]++;
+}
+
+/* Confirmations since `since` (under the lock), at least pace_min: the buckets wholly after it (a bucket's worth fewer
+ * at most, so the bound errs on the slow side). */
+static int64_t confirmed_since(const pns_task_t *t, int64_t since, int64_t now) {
+    int64_t width = t->pace_window_ns / PACE_BUCKETS + 1;
+    int64_t first = since <= 0 ? 0 : (since + width - 1) / width, last = now / width, n = 0;
+    for (int i = 0; i < PACE_BUCKETS; i++)
+        if (t->bucket_index[i] >= first && t->bucket_index[i] <= last) n += t->bucket_count[i];
+    return n > t->pace_min ? n : t->pace_min;
+}
+
+/* The task's thread, before a send: wait until fewer are in flight than the broker confirmed in the last window (or a
+ * send failed), then take the bound that holds for the next eighth of the window without the lock. */
+static void pace(pns_task_t *t) {
+    int64_t margin = t->pace_window_ns / 8, now;
+    pthread_mutex_lock(&t->lock);
+    t->waiting = 1;
+    for (;;) {
+        now = monotonic_ns();
+        if (t->error != 0 || t->sent - t->answered < confirmed_since(t, now - t->pace_window_ns, now)) break;
+        struct timespec until; /* an answer wakes it; the timeout only bounds a wait that one could miss */
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 100000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&t->answered_cond, &t->lock, &until);
+    }
+    t->waiting = 0;
+    t->pace_allowed = confirmed_since(t, now - t->pace_window_ns + margin, now);
+    t->pace_until_ns = now + margin;
+    pthread_mutex_unlock(&t->lock);
+}
+
 static void on_sent(pulsar_result result, pulsar_message_id_t *id, void *ctx) {
     lane_t *lane = ctx;
     pns_task_t *t = lane->task;
     if (id != NULL) p_pulsar_message_id_free(id);
     pthread_mutex_lock(&t->lock);
-    t->answered++;
+    __atomic_add_fetch(&t->answered, 1, __ATOMIC_RELAXED); /* pns_send's pacing reads it without the lock */
     if (result == PULSAR_RESULT_OK) {
         lane->confirmed++;
+        if (t->pace_window_ns) count_confirmation(t, monotonic_ns());
     } else if (t->error == 0) {
         __atomic_store_n(&t->error_lane, lane->index, __ATOMIC_RELAXED);
         __atomic_store_n(&t->error, result, __ATOMIC_RELEASE);
@@ -541,6 +621,11 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
         if (sequence_id >= 0 && sequence_id <= lane->last_persisted) {
             (*skipped)++;
             continue;
+        }
+        if (t->pace_window_ns &&
+            (t->sent - __atomic_load_n(&t->answered, __ATOMIC_RELAXED) >= t->pace_allowed || monotonic_ns() >= t->pace_until_ns)) {
+            pace(t);
+            if (__atomic_load_n(&t->error, __ATOMIC_ACQUIRE) != 0) break;
         }
         const uint8_t *p;
         int64_t len, ms;

@@ -31,6 +31,7 @@ from ..reading.client_cache import drop_native_client, native_client_for
 from ..reading.native_reader import unsupported_settings
 from ..topics import TopicName
 from .arrow_messages import batch_messages
+from .confirmations import MIN_IN_FLIGHT
 from .effectively_once import ProducerIdentity, task_identity
 from .message_columns import WriteColumns
 from .native_sender import (
@@ -80,11 +81,6 @@ def uses_native_sender(options: WriteOptions, columns: WriteColumns) -> bool:
     """Whether this task sends natively: sendPath=python never; native always (else it fails, saying why); auto
     where the library loads and can send the write, else the Python sender with one WARN per process and reason."""
     if options.send_path == "python":
-        return False
-    if options.send_path == "auto" and _send_timeout_s(options.producer.kwargs) > 0:
-        # The native sender does not pace its sends to the broker's confirmations (the Python sender keeps in flight
-        # what the broker confirmed in the last quarter of the send timeout): under a broker publish-rate policy its
-        # sends would time out. auto sends natively only where sends never time out (sendTimeoutMillis=0).
         return False
     problem = send_path_problem(native_sender(), options, columns)
     if not problem:
@@ -161,6 +157,10 @@ class NativeTask:
         self.handle = self.lib.pns_task_create(partitions, topic.partition_index, first_partition, single)
         if not self.handle:
             raise MemoryError("the native sender could not allocate a task")
+        # As the Python sender (writing.confirmations): in flight, no more than the broker confirmed in the last quarter
+        # of the send timeout, so a send waits in the task rather than time out in the producer's queue.
+        window_ms = int(_send_timeout_s(options.producer.kwargs) * 1000 / 4)
+        self.lib.pns_task_pace(self.handle, window_ms, MIN_IN_FLIGHT)
         self.open: dict[int, tuple[Any, NativeProducer]] = {}  # lane -> (cache key or None, producer)
         self.last: dict[int, int] = {}  # lane -> its producer's last persisted sequence id
         self._dest = (ctypes.c_int32 * 0)()
