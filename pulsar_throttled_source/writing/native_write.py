@@ -50,7 +50,7 @@ from .producers import ProducerCache
 from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
-from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, _send_timeout_s, _wait_s, send_messages
+from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, send_messages
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class NativeTask:
             raise MemoryError("the native sender could not allocate a task")
         # As the Python sender (writing.confirmations): in flight, no more than the broker confirmed in the last quarter
         # of the send timeout, so a send waits in the task rather than time out in the producer's queue.
-        window_ms = int(_send_timeout_s(options.producer.kwargs) * 1000 / 4)
+        window_ms = int(options.producer.send_timeout_s * 1000 / 4)
         self.lib.pns_task_pace(self.handle, window_ms, MIN_IN_FLIGHT)
         self.open: dict[int, tuple[Any, NativeProducer]] = {}  # lane -> (cache key or None, producer)
         self.last: dict[int, int] = {}  # lane -> its producer's last persisted sequence id
@@ -234,7 +234,7 @@ class NativeTask:
         if self.state(0).error == 0:
             for _, producer in self.open.values():
                 self.lib.pns_producer_flush(producer.handle)
-        state = self.state(_wait_s(self.options.producer.kwargs))
+        state = self.state(self.options.producer.confirmation_wait_s)
         if state.error:
             import pulsar
 

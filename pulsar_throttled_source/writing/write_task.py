@@ -131,7 +131,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
     routes: dict[str | None, tuple[Router, Any]] = {}  # topic column value (None: the option's) -> (router, schema)
     producers = TaskProducers(options, identity)
     lanes: dict[str, tuple[Any, int, Any]] = {}  # destination -> (send, last persisted sequence id, callback)
-    answers = Confirmations(_send_timeout_s(options.producer.kwargs))
+    answers = Confirmations(options.producer.send_timeout_s)
     payloads = payloads or TopicPayloads(columns, options.topic, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
@@ -174,7 +174,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
                 producers.flush()
             except Exception:  # a send that failed fails the flush too; its callback names it (SendFailed below)
                 pass
-        answers.wait(_wait_s(options.producer.kwargs))
+        answers.wait(options.producer.confirmation_wait_s)
         if answers.error is not None:
             raise SendFailed(options, *answers.error)
         if answers.pending:
@@ -206,17 +206,6 @@ def _partitions(options: WriteOptions, topic: TopicName) -> int:
                            f"Check option 'service.url' and the authentication options (pulsar.client.authPluginClassName, "
                            "pulsar.client.authParams).") from None
     return 0 if names == [str(topic)] else len(names)
-
-
-def _send_timeout_s(kwargs: tuple[tuple[str, Any], ...]) -> float:
-    """pulsar.producer.sendTimeoutMillis in seconds (pulsar-client's default: 30 s; 0: none)."""
-    return float(dict(kwargs).get("send_timeout_millis", 30_000)) / 1000
-
-
-def _wait_s(kwargs: tuple[tuple[str, Any], ...]) -> float | None:
-    """How long confirmations may still take after a flush: the send timeout (0: none), plus a margin."""
-    timeout_s = _send_timeout_s(kwargs)
-    return None if not timeout_s else timeout_s + 30
 
 
 def _result_of(error: Exception) -> Any:

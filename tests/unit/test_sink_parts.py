@@ -42,6 +42,17 @@ def test_a_write_takes_the_connection_options_and_passes_producer_settings_throu
     assert parse_write_options(URLS).topic is None  # a topic column then
 
 
+def test_the_send_timeout_and_the_wait_for_confirmations_are_read_from_the_producer_settings():
+    def producer(extra: dict[str, str]):
+        return parse_write_options(URLS | {"topic": "t"} | extra).producer
+
+    assert (producer({}).send_timeout_s, producer({}).confirmation_wait_s) == (30.0, 60.0)  # pulsar-client's default, + 30 s
+    given = producer({"pulsar.producer.sendTimeoutMillis": "5000"})
+    assert (given.send_timeout_s, given.confirmation_wait_s) == (5.0, 35.0)
+    never = producer({"pulsar.producer.sendTimeoutMillis": "0"})
+    assert (never.send_timeout_s, never.confirmation_wait_s) == (0.0, None)  # sends never time out: waits without limit
+
+
 @pytest.mark.parametrize("extra,expected", [
     ({"startingOffsets": "earliest"}, "Option(s) 'startingOffsets' apply to reads (spark.read, spark.readStream) only"),
     ({"topicsPattern": "a.*"}, "'topicsPattern' apply to reads"),
