@@ -26,7 +26,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..credentials import scrub
 from ..reading.client_cache import drop_native_client, native_client_for
 from ..reading.native_reader import unsupported_settings
 from ..topics import TopicName
@@ -50,7 +49,7 @@ from .producers import ProducerCache
 from .routing import Router
 from .write_options import WriteOptions
 from .write_quota import PublishPermits, store_for
-from .write_task import HINTS, SendFailed, SinkCommitMessage, _partitions, send_messages
+from .write_task import SendFailed, SinkCommitMessage, _partitions, producer_error, send_messages
 
 log = logging.getLogger(__name__)
 
@@ -138,9 +137,7 @@ def _open_producer(sender: NativeSender, options: WriteOptions, destination: str
             error = pulsar.Result(result.value).name if result.value else err.value.decode(errors="replace")
         except ValueError:
             error = f"result {result.value}"
-        hint = HINTS.get(error, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
-        raise RuntimeError(f"Cannot create a producer on {destination} at {options.service_url}: "
-                           f"{scrub(error, options.credentials)} ({hint}).")
+        raise producer_error(destination, options, error)
     return NativeProducer(lib, handle)
 
 

@@ -70,10 +70,7 @@ class TaskProducers:
             producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(kwargs))
             return (), producer, producer.last_sequence_id()
         except Exception as e:
-            name = type(e).__name__
-            hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
-            raise RuntimeError(f"Cannot create a producer on {destination} at {o.service_url}: {name}: "
-                               f"{scrub(str(e), o.credentials)} ({hint}).") from None
+            raise producer_error(destination, o, e) from None
 
     def flush(self) -> None:
         for _, producer, _ in self.open.values():
@@ -229,6 +226,16 @@ HINTS = {
                     "this task is still running, and Spark retries this one) or another producer holds the topic "
                     "exclusively ('pulsar.producer.accessMode')",
 }
+
+
+def producer_error(destination: str, options: WriteOptions, error: Exception | str) -> RuntimeError:
+    """Why no producer could be created on `destination`, worded alike by both senders: pulsar-client's exception, or
+    the native sender's error (libpulsar's result name), scrubbed of the write's secrets, and what to check."""
+    name = error if isinstance(error, str) else type(error).__name__
+    text = name if isinstance(error, str) else f"{name}: {error}"
+    hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
+    return RuntimeError(f"Cannot create a producer on {destination} at {options.service_url}: "
+                        f"{scrub(text, options.credentials)} ({hint}).")
 
 
 class SendFailed(RuntimeError):

@@ -272,6 +272,25 @@ def test_a_task_stops_at_its_first_failed_send_and_names_the_topic_the_error_and
     assert "'pulsar.producer.chunkingEnabled=true'" in str(err.value)
 
 
+def test_a_producer_that_cannot_be_created_is_worded_alike_by_both_senders_without_the_secret():
+    from pulsar.exceptions import AuthorizationError
+
+    from pulsar_throttled_source.writing.write_task import producer_error
+
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ3cml0ZXIifQ.c2lnbmF0dXJl"
+    o = parse_write_options(URLS | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                                    "pulsar.client.authParams": f"token:{jwt}"})
+    destination = "persistent://public/default/t-partition-1"
+    by_python = str(producer_error(destination, o, AuthorizationError(f"token:{jwt} may not produce")))
+    by_native = str(producer_error(destination, o, "AuthorizationError"))  # libpulsar's result name
+    for text in (by_python, by_native):
+        assert text.startswith(f"Cannot create a producer on {destination} at pulsar://localhost:6650: AuthorizationError")
+        assert "pulsar-admin namespaces grant-permission" in text and jwt not in text
+    assert "may not produce" in by_python
+    other = str(producer_error(destination, o, "unsupported producer setting: x"))
+    assert other.endswith("(check option 'service.url', the authentication options and the pulsar.producer.* settings).")
+
+
 def test_a_writes_options_show_no_secret():
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ3cml0ZXIifQ.c2lnbmF0dXJl"
     o = parse_write_options(URLS | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
