@@ -1,5 +1,5 @@
-"""Executor side: the native sender's library calls (native/src/sender.c, in the native read path's library), loaded
-and checked once per process, and one Arrow batch's columns handed to it as buffers.
+"""Executor side: the native sender's library calls (native/src/send_internal.h, in the native read path's library),
+loaded and checked once per process, and one Arrow batch's columns handed to it as buffers.
 
 The library is the reader's (reading.native_library): the sender's symbols of libpulsar are resolved on top of it
 (pns_init), so a libpulsar without them leaves reads native and writes on the Python sender. Whatever fails is

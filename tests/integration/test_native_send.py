@@ -1,4 +1,4 @@
-"""The sink's native sender (native/src/sender.c) under AddressSanitizer, against the session broker, without Spark:
+"""The sink's native sender (native/src/send_*.c, sending.c) under AddressSanitizer, against the session broker, without Spark:
 a write task's Arrow batches (sliced, large_binary values, every field, a message without payload) sent through a
 build of the library with -fsanitize=address; an effectively-once task sent twice and then longer (the broker's
 last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL

@@ -92,7 +92,7 @@ def messages_in(admin, topic: str) -> int:
 
 
 # The Python sender with the default producer queue and one of 5 that fills; the native sender (it paces its sends in
-# C, sender.c's pns_task_pace) with the default queue, where sends would time out if it queued every row at once.
+# C: native/src/send_tasks.c, pns_task_pace) with the default queue, where its sends timed out before it paced them.
 @pytest.mark.parametrize("send_path,queues", [("python", ("1000", "5")),
                                               pytest.param("native", ("1000",), marks=needs_native_path)])
 def test_a_broker_publish_rate_below_the_quota_slows_the_write_and_nothing_fails(spark, broker, admin, pulsar_client, unique,

@@ -74,7 +74,7 @@ def test_send_path_native_fails_naming_the_option_and_auto_warns_once(monkeypatc
 
 
 def test_auto_sends_natively_wherever_the_library_can_send_the_write(monkeypatch, caplog):
-    # The native sender paces its sends to the broker's confirmations as the Python sender does (sender.c's
+    # The native sender paces its sends to the broker's confirmations as the Python sender does (send_tasks.c's
     # pns_task_pace): a send timeout keeps no write on the Python sender, quietly or not.
     settings = frozenset({"batching_enabled", "block_if_queue_full", "send_timeout_millis"})
     monkeypatch.setattr(native_write, "native_sender", lambda: _sender(settings=settings))
