@@ -209,8 +209,18 @@ ADAPTIVE_KNOBS = ("adaptiveThrottlingMinPercent", "adaptiveThrottlingDecreasePer
 
 
 def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate, ...]) -> AdaptiveConfig | None:
-    """adaptiveThrottling=true and its knobs, or None. Each knob is read (and checked) first; set without the switch it
-    would silently do nothing, and the controller scales quotas: with none to scale it has no ceiling. Both are errors."""
+    """A read's adaptiveThrottling (adaptive_config): the controller scales quotas, so with none to scale it has no
+    ceiling, an error."""
+    config = adaptive_config(opts)
+    if config is not None and quota_source == "options" and all(rate.is_unlimited() for rate in option_rates):
+        raise ValueError("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set; set a "
+                         "dispatchThrottlingRate* option (the ceiling) or quotaSource=broker|both, or remove adaptiveThrottling.")
+    return config
+
+
+def adaptive_config(opts: Opts) -> AdaptiveConfig | None:
+    """adaptiveThrottling=true and its knobs, or None (a read's and a write's). Each knob is read (and checked) first; set
+    without the switch it would silently do nothing: an error."""
     config = AdaptiveConfig(min_multiplier=values.number(opts, "adaptiveThrottlingMinPercent") / 100,
                             decrease=values.number(opts, "adaptiveThrottlingDecreasePercent") / 100,
                             increase=values.number(opts, "adaptiveThrottlingIncreasePercent") / 100,
@@ -226,9 +236,6 @@ def adaptive_throttling(opts: Opts, quota_source: str, option_rates: tuple[Rate,
             raise ValueError(f"Option '{stray[0]}' applies only with 'adaptiveThrottling'=true; set adaptiveThrottling=true, "
                              f"or remove {', '.join(stray)}.")
         return None
-    if quota_source == "options" and all(rate.is_unlimited() for rate in option_rates):
-        raise ValueError("Option 'adaptiveThrottling': the controller scales the configured quotas, and none is set; set a "
-                         "dispatchThrottlingRate* option (the ceiling) or quotaSource=broker|both, or remove adaptiveThrottling.")
     return config
 
 

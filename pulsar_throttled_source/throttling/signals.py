@@ -82,10 +82,14 @@ class PendingAddsSignal:
         self._baseline: int | None = None  # the fewest in any earlier window
 
     def observe(self, snap: CatalogSnapshot) -> None:
-        if snap.fetched_at == self._seen_at or not snap.stress:
+        if snap.stress:
+            self.observe_total(snap.fetched_at, sum(s.pending_adds for s in snap.stress.values()))
+
+    def observe_total(self, fetched_at: float, total: int) -> None:
+        """One refresh's pending adds, summed over the partitions (a write's own reading: writing/write_congestion.py)."""
+        if fetched_at == self._seen_at:
             return
-        self._seen_at = snap.fetched_at
-        total = sum(s.pending_adds for s in snap.stress.values())
+        self._seen_at = fetched_at
         self._most = total if self._most is None else max(self._most, total)
         self._fewest = total if self._fewest is None else min(self._fewest, total)
 

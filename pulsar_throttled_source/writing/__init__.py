@@ -12,7 +12,8 @@ cache (one pulsar.Client per worker for reads and writes):
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
   the deduplication check.
-- ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store.
+- ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store;
+  ``write_congestion``: adaptiveThrottling for writes, a worker's congestion controller scaling those quotas.
 - ``arrow_messages``: Arrow record batches (an Arrow writer's input) made into messages column by column (a schema's
   payloads too).
 - ``native_sender``: the native library's sender (native/src/) loaded and checked, and an Arrow batch's columns

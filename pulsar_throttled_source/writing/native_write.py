@@ -40,8 +40,8 @@ from .native_sender import (
 )
 from .native_task import NativeTask, Pause
 from .routing import Router
+from .write_congestion import permits_for
 from .write_options import WriteOptions
-from .write_quota import PublishPermits, store_for
 from .write_task import SinkCommitMessage, _partitions, send_messages
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     native = NativeTask(sender, options, identity, topic, partitions, task)
     pause = Pause()
-    permits = PublishPermits(options.quota, store_for(options.quota), sleep=pause) if options.quota.limited else None
+    permits = permits_for(options, sleep=pause)
     position = skipped = 0
     failed = True
     rest: Iterator[Any] | None = None

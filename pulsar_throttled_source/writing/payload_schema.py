@@ -14,6 +14,9 @@ The schema is the admin API's (schemas.topic_schema reads it, as the reader does
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -95,20 +98,42 @@ def record_fields(schema: TopicSchema) -> frozenset[str] | None:
     return frozenset(f["name"] for f in schema.record.get("fields", [])) if schema.kind in RECORD_KINDS else frozenset()
 
 
-def planned_columns(dataframe: Any, topic: TopicName | None, admin: AdminEndpoint) -> WriteColumns:
-    """The write's columns, and with the `topic` option its payload encoding (from its schema, read once here), or an
-    error naming what does not fit. Each row's topic (a topic column) is checked by the task that first writes to it."""
+# A stream's topic schema, read when Spark asks for the writer that plans a micro-batch, is trusted this long: Spark asks
+# for a second writer to commit the same micro-batch, and the next batch's plan follows within seconds. A schema
+# changed mid-stream is seen within this time (the producers a worker keeps go on with the schema they registered).
+STREAM_SCHEMA_REUSE_S = 60.0
+_READ: dict[tuple[str, TopicName], tuple[float, TopicSchema]] = {}  # (admin URL, topic) -> (when read, schema)
+_LOCK = threading.Lock()
+
+
+def planned_columns(dataframe: Any, topic: TopicName | None, admin: AdminEndpoint, reuse_for_s: float = 0.0,
+                    clock: Callable[[], float] = time.monotonic) -> WriteColumns:
+    """The write's columns, and with the `topic` option its payload encoding (from its schema, read here unless this
+    process read it less than `reuse_for_s` ago), or an error naming what does not fit. Each row's topic (a topic
+    column) is checked by the task that first writes to it."""
     if topic is None:
         return write_columns(dataframe, False, frozenset())
+    schema = _schema_of(topic, admin, reuse_for_s, clock)
+    columns = write_columns(dataframe, True, record_fields(schema))
+    return replace(columns, encoding=payload_encoding(columns, str(topic), schema))
+
+
+def _schema_of(topic: TopicName, admin: AdminEndpoint, reuse_for_s: float, clock: Callable[[], float]) -> TopicSchema:
     from ..metadata.admin import PulsarAdmin
 
+    now, key = clock(), (admin.url, topic)
+    with _LOCK:
+        read = _READ.get(key)
+    if read is not None and now - read[0] < reuse_for_s:
+        return read[1]
     session = PulsarAdmin.at(admin)
     try:
         schema = topic_schema(session, topic)
     finally:
         session.close()
-    columns = write_columns(dataframe, True, record_fields(schema))
-    return replace(columns, encoding=payload_encoding(columns, str(topic), schema))
+    with _LOCK:
+        _READ[key] = (now, schema)
+    return schema
 
 
 def payload_encoding(columns: WriteColumns, topic: str, schema: TopicSchema) -> PayloadEncoding:

@@ -17,8 +17,9 @@ from typing import Any
 from ..admin_endpoint import AdminEndpoint
 from ..credentials import Credentials, TlsSettings
 from ..options import auth, passthrough, values
-from ..options.parse import broker_urls
+from ..options.parse import ADAPTIVE_KNOBS, adaptive_config, broker_urls
 from ..options.spec import BY_KEY
+from ..quota_settings import AdaptiveConfig
 from ..read_task import ClientConfig
 from ..topics import TopicName
 from .effectively_once import GUARANTEES
@@ -27,7 +28,8 @@ from .write_quota import WriteQuota
 
 # The reader's options a write takes too; every other option of the table is a read's own.
 SHARED = ("service.url", "admin.url", "topic", "adminTimeoutMs", "ratePeriodInSecond", "quotaStatePath", "quotaStore",
-          "quotaStorePassword")
+          "quotaStorePassword", *(name for name in ("adaptiveThrottling", *ADAPTIVE_KNOBS)
+                                  if name != "adaptiveThrottlingTriggerInterval"))  # batch duration: a read's signal
 SHARED_PREFIXES = (passthrough.CLIENT, passthrough.ADMIN)
 WRITE_PREFIXES = (PRODUCER,)  # a write's own
 WRITE_OPTIONS = ("deliveryGuarantee", "sinkId", "publishThrottlingRateInMsg", "publishThrottlingRateInByte", "sendPath")  # docs/guides/writing.md
@@ -59,6 +61,7 @@ class WriteOptions:
     # effectivelyOnce: the `topic` option's partition count, read once at the start, so a retried task routes as before
     pinned_partitions: int | None = None
     send_path: str = "auto"  # sendPath: auto, native or python (writing.native_write)
+    adaptive: AdaptiveConfig | None = None  # adaptiveThrottling: the quotas scaled by the cluster's m (writing.write_congestion)
 
     @property
     def effectively_once(self) -> bool:
@@ -86,6 +89,12 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
     guarantee = _guarantee(opts)
     producer = producer_settings(opts)
     service_url, admin_url = broker_urls(opts)  # both required, as a read's
+    quota = WriteQuota(_rate(opts, "publishThrottlingRateInMsg"), _rate(opts, "publishThrottlingRateInByte"),
+                       values.number(opts, "ratePeriodInSecond"), values.quota_store(opts), values.path(opts, "quotaStatePath"))
+    adaptive = adaptive_config(opts)
+    if adaptive is not None and not quota.limited:
+        raise ValueError("Option 'adaptiveThrottling': the controller scales the write's quotas, and none is set; set "
+                         "publishThrottlingRateInMsg or publishThrottlingRateInByte (the ceiling), or remove adaptiveThrottling.")
     return WriteOptions(
         service_url=service_url,
         admin_url=admin_url,
@@ -98,10 +107,9 @@ def parse_write_options(raw: Mapping[str, str]) -> WriteOptions:
         admin_timeout_ms=values.number(opts, "adminTimeoutMs"),
         guarantee=guarantee,
         sink_id=_sink_id(opts),
-        quota=WriteQuota(_rate(opts, "publishThrottlingRateInMsg"), _rate(opts, "publishThrottlingRateInByte"),
-                         values.number(opts, "ratePeriodInSecond"), values.quota_store(opts),
-                         values.path(opts, "quotaStatePath")),
+        quota=quota,
         send_path=_send_path(opts),
+        adaptive=adaptive,
     )
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..admin_endpoint import QuotaStoreEndpoint
-from ..throttling.buckets import BucketSpec, roll_forward
+from ..throttling.buckets import BucketSpec, roll_forward, scaled
 from ..throttling.model import TOPIC_LEVEL
 from ..throttling.store import QuotaStore
 from ..throttling.store_factory import open_quota_store
@@ -61,9 +61,10 @@ class PublishPermits:
     """One task's permits, per destination: messages and bytes granted by the shared bucket and not yet sent."""
 
     def __init__(self, quota: WriteQuota, store: QuotaStore, clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, multiplier: Callable[[str], float] | None = None) -> None:
         self.quota = quota
         self._store = store
+        self._multiplier = multiplier  # adaptiveThrottling: m for a destination's grant (writing.write_congestion)
         self._clock = clock
         self._sleep = sleep
         self._held: dict[str, tuple[int, float, float]] = {}  # destination -> (window, messages, bytes) granted, unsent
@@ -90,6 +91,8 @@ class PublishPermits:
     def _grant(self, destination: str, window: int, size: int, held_msgs: float, held_bytes: float) -> tuple[float, float]:
         """Take a share of the window's quota from the bucket (what is missing for one message at least)."""
         spec = self.quota.spec(destination)
+        if self._multiplier is not None:  # the quotas are ceilings: this window's share is m x each
+            spec = scaled(spec, self._multiplier(destination))
         want_msgs = max(1.0, _share(spec.quota_msgs)) if held_msgs < 1 else 0.0
         want_bytes = max(float(size), _share(spec.quota_bytes)) if held_bytes < size else 0.0
         with self._store.transaction() as txn:

@@ -26,8 +26,8 @@ from .message_columns import Message, WriteColumns
 from .payload_encoding import TopicPayloads
 from .producers import Key, done_with, partition_names, producer_for, sender
 from .routing import Router
+from .write_congestion import permits_for
 from .write_options import WriteOptions
-from .write_quota import PublishPermits, store_for
 
 
 @dataclass
@@ -132,7 +132,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
     payloads = payloads or TopicPayloads(columns, options.topic, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
-    permits = PublishPermits(options.quota, store_for(options.quota)) if options.quota.limited else None
+    permits = permits_for(options)
     by_option = options.topic is not None  # the option's topic, under None, else each row's topic column
     skipped = 0
     failed = True

@@ -27,7 +27,7 @@ except ImportError:  # PySpark 4.0: a stream writer gets rows
 from ..metadata.admin import PulsarAdmin
 from .effectively_once import check_deduplication
 from .message_columns import WriteColumns
-from .payload_schema import planned_columns
+from .payload_schema import STREAM_SCHEMA_REUSE_S, planned_columns
 from .write_options import WriteOptions, parse_write_options
 from .write_task import SinkCommitMessage, write_batches, write_rows
 
@@ -43,7 +43,8 @@ def write_plan(raw_options: Any, schema: Any, overwrite: bool, stream: bool) -> 
         raise ValueError("A write to Pulsar appends (a topic cannot be overwritten): use mode(\"append\"), or "
                          "outputMode(\"append\") for a stream.")
     options = parse_write_options(raw_options)
-    columns = planned_columns(schema, options.topic, options.admin)  # the topic's schema, checked against the columns
+    # The topic's schema, checked against the columns; a stream's, read for its micro-batch's plan, serves its commit too.
+    columns = planned_columns(schema, options.topic, options.admin, reuse_for_s=STREAM_SCHEMA_REUSE_S if stream else 0.0)
     if options.effectively_once:
         if not stream and options.sink_id is None:
             raise ValueError("Option 'deliveryGuarantee'=effectivelyOnce needs option 'sinkId' for a batch write (df.write): "

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -179,6 +180,41 @@ def test_write_quotas_hold_per_partition_and_window_across_tasks(spark, broker, 
         per_window = [n for (part, _), n in sorted(windows.items()) if part == p]
         # Permits are taken in a window and published a few milliseconds later: a window may hold a few granted late in the one before.
         assert len(per_window) >= 3 and max(per_window) <= quota * 1.1, (p, per_window)
+
+
+def test_a_write_with_adaptive_throttling_yields_to_the_clusters_multiplier(spark, broker, admin, pulsar_client, unique, tmp_path):
+    """A read backfill's controller on the same cluster and quota store has brought m down to 0.1: the write's quota
+    is scaled by it, and m climbs back 5 points a window while nothing fires (the bookies keep up with 20 messages a
+    second). 200 rows at a ceiling of 100 a second would take two windows; at 0.10, 0.15, 0.20, ... x 100 they take at
+    least seven."""
+    from pulsar_throttled_source.throttling.congestion import cluster_key
+    from pulsar_throttled_source.throttling.sqlite_store import SqliteQuotaStore
+    from pulsar_throttled_source.throttling.store import MultiplierState
+
+    topic = create_topic(admin, f"sink-adaptive-{unique}", 0)
+    store_path = tmp_path / "quota.sqlite"
+    store = SqliteQuotaStore(str(store_path))
+    seeded = int(time.time() * 1000) - 1000
+    with store.transaction() as tx:
+        tx.put_multiplier(cluster_key(broker.admin_url), MultiplierState(seeded, 0.2, "decrease", 0.1))
+    rows = [f"adaptive-{i}".encode() for i in range(200)]
+    df = spark.createDataFrame([(r,) for r in rows], "value binary").coalesce(1)
+    options = sink_options(broker, topic, publishThrottlingRateInMsg="100", quotaStatePath=str(store_path),
+                           adaptiveThrottling="true", adaptiveThrottlingWindow="1s", adaptiveThrottlingIncreasePercent="5",
+                           adaptiveThrottlingSlowStart="false")
+    df.write.format("pulsar-throttled").options(**options).mode("append").save()
+    reader = pulsar_client.create_reader(topic, pulsar.MessageId.earliest)
+    published = []
+    while reader.has_message_available():
+        m = reader.read_next(10_000)
+        published.append((m.data(), m.publish_timestamp()))
+    reader.close()
+    assert Counter(d for d, _ in published) == Counter(rows)
+    span_s = (max(t for _, t in published) - min(t for _, t in published)) / 1000
+    assert span_s >= 5.0, f"200 rows in {span_s:.1f} s: the write did not follow the cluster's m"
+    with store.transaction() as tx:
+        record = tx.get_multiplier(cluster_key(broker.admin_url))
+    assert record is not None and record.window_ms > seeded + 4000, record  # the write's controller decided the windows since
 
 
 def test_the_writers_get_arrow_batches_where_pyspark_has_arrow_writers(spark, broker, admin, pulsar_client, unique, tmp_path):

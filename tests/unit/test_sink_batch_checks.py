@@ -1,7 +1,7 @@
 """The sink's broker checks on the driver: Spark asks for a stream's writer at every micro-batch, once to plan it
-(that writer is pickled into the batch's tasks) and once to commit it. Deduplication is verified when a micro-batch is
-planned and then trusted for a while (a fake clock), the `topic` option's partition count is pinned for every
-micro-batch, and a commit asks the broker nothing."""
+(that writer is pickled into the batch's tasks) and once to commit it. Deduplication and the topic's schema are read when
+a micro-batch is planned and then trusted for a while (a fake clock), the `topic` option's partition count is pinned
+for every micro-batch, and a commit asks the broker nothing."""
 
 from __future__ import annotations
 
@@ -13,9 +13,10 @@ from builders import URLS
 from fakes import FakeClock
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
+from pulsar_throttled_source.admin_endpoint import AdminEndpoint
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.topics import TopicName
-from pulsar_throttled_source.writing import effectively_once
+from pulsar_throttled_source.writing import effectively_once, payload_schema
 from pulsar_throttled_source.writing.effectively_once import DEDUP_RECHECK_S, check_deduplication
 from pulsar_throttled_source.writing.write_options import parse_write_options
 from pulsar_throttled_source.writing.writers import PulsarStreamWriter, write_plan
@@ -56,6 +57,7 @@ def broker(monkeypatch) -> Broker:
     b = Broker()
     monkeypatch.setattr(PulsarAdmin, "at", b.at)
     monkeypatch.setattr(effectively_once, "_CHECKED", {})
+    monkeypatch.setattr(payload_schema, "_READ", {})
     return b
 
 
@@ -75,19 +77,30 @@ def test_a_stream_checks_deduplication_once_and_pins_partitions_per_micro_batch_
     # streamWriter() checks the columns against the topic's schema; pickled for the tasks, the writer checks and pins
     assert broker.asked == [f"schema {TOPIC}", f"deduplication {TOPIC}", f"partitions {TOPIC}"]
     committer = PulsarStreamWriter(*write_plan(options, VALUE, overwrite=False, stream=True))  # the commit's writer
-    assert broker.asked[3:] == [f"schema {TOPIC}"]  # its streamWriter() call looks the schema up again
     committer.commit([], 0)
-    assert broker.asked[4:] == []  # the commit itself asks nothing
+    assert broker.asked[3:] == []  # the commit's writer and the commit ask nothing: the plan's schema serves
     broker.partitions = 4  # partitions added between micro-batches: the next batch routes over 4
     second = planned(options)
     assert second.options.pinned_partitions == 4 and first.options.pinned_partitions == 3
-    assert broker.asked[4:] == [f"schema {TOPIC}", f"partitions {TOPIC}"]  # deduplication: trusted from the first batch
+    assert broker.asked[3:] == [f"partitions {TOPIC}"]  # deduplication and the schema: trusted from the first batch
+
+
+def test_a_streams_topic_schema_is_read_again_once_its_reuse_time_is_over(broker):
+    clock, topic, admin = FakeClock(0.0), TopicName.parse("t"), AdminEndpoint(URLS["admin.url"])
+    for _ in range(2):
+        payload_schema.planned_columns(VALUE, topic, admin, reuse_for_s=payload_schema.STREAM_SCHEMA_REUSE_S, clock=clock)
+    assert broker.asked == [f"schema {TOPIC}"]
+    clock.advance(payload_schema.STREAM_SCHEMA_REUSE_S)
+    payload_schema.planned_columns(VALUE, topic, admin, reuse_for_s=payload_schema.STREAM_SCHEMA_REUSE_S, clock=clock)
+    payload_schema.planned_columns(VALUE, topic, admin)  # a batch write (no reuse) always reads it
+    assert broker.asked == [f"schema {TOPIC}"] * 3
 
 
 def test_at_least_once_asks_the_driver_only_the_topics_schema_and_a_topic_column_nothing(broker):
     planned(URLS | {"topic": "t"})
     write_plan(URLS | {"topic": "t"}, VALUE, overwrite=False, stream=False)
     assert broker.asked == [f"schema {TOPIC}"] * 2  # the `topic` option's schema, checked against the columns: no more
+    # (a batch write reads the schema again: it does not reuse the stream's)
     broker.asked.clear()
     planned(URLS | {"deliveryGuarantee": "effectivelyOnce"}, StructType([*VALUE.fields, StructField("topic", StringType(), True)]))  # a topic column's topics: checked by the tasks
     assert broker.asked == []
