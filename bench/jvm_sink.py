@@ -20,9 +20,14 @@ Figures per pass: rows a second (rows over the wall time of save(), job start-up
 system time of the side's process tree, its JVM and Python workers, sampled every 0.2 s, over the rows; the broker
 is not in it); peak RSS of the tree, and for ours the peak RSS of one Python worker (a write task runs in one).
 Each pass's topic is checked to hold exactly `rows` messages (the broker's msgInCounter). One warm-up pass per
-kind, then `--rounds` rounds alternating the kinds; medians and ratios against the JVM sink at the end, with the
-load average (other processes on the machine slow both sides alike only if the load is steady: it is printed per
-round).
+kind, then `--rounds` rounds alternating the kinds, each round starting one kind later (so no kind always runs
+first or last in a round); medians and ratios against the JVM sink at the end, with the load average (other
+processes on the machine slow both sides alike only if the load is steady: it is printed per pass). CPU per row is
+also given for PySpark's Python daemons and workers alone.
+
+Two baselines, on our side's session and without Pulsar, show where a write's time goes (`--only noop --only count`
+beside the sinks): `noop`, Spark's noop sink (the input made and dropped: what every sink pays), and `count`, a
+Python Arrow writer that only counts the batches PySpark hands it (what the hand-over to a Python writer adds).
 """
 
 from __future__ import annotations
@@ -48,6 +53,9 @@ RESULT = "SINK_RESULT "
 # native one (native/src/sender.c: a C callback per message).
 SENDERS = {"atLeastOnce-python": ("atLeastOnce", "python"), "effectivelyOnce-python": ("effectivelyOnce", "python"),
            "atLeastOnce-native": ("atLeastOnce", "native"), "effectivelyOnce-native": ("effectivelyOnce", "native")}
+# Baselines on our side's session, no Pulsar: Spark's noop sink (the input made and dropped: what every sink pays) and
+# a Python Arrow writer that only counts its batches (what PySpark's hand-over of Arrow batches to a Python writer adds).
+BASELINES = {"noop": "noop", "count": "bench-count"}
 
 # Run by each side's python: one SparkSession, then one write per JSON line read from stdin.
 SIDE_SCRIPT = r'''
@@ -55,12 +63,43 @@ import json, sys, time
 from pyspark.sql import SparkSession
 
 cores, jar = sys.argv[1], sys.argv[2]
+if not jar:  # our side (PySpark 4): the count baseline's data source
+    from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, WriterCommitMessage
+
+    class Counted(WriterCommitMessage):
+        def __init__(self, rows):
+            self.rows = rows
+
+    class CountWriter(DataSourceArrowWriter):
+        """The baseline kind 'count': a Python Arrow writer that only counts the batches PySpark hands it."""
+
+        def __init__(self, expected):
+            self.expected = expected
+
+        def write(self, iterator):
+            return Counted(sum(batch.num_rows for batch in iterator))
+
+        def commit(self, messages):
+            got = sum(m.rows for m in messages)
+            if got != self.expected:
+                raise RuntimeError(f"the count writer got {got} rows, expected {self.expected}")
+
+    class CountSink(DataSource):
+        @classmethod
+        def name(cls):
+            return "bench-count"
+
+        def writer(self, schema, overwrite):
+            return CountWriter(int(self.options["rows"]))
+
 builder = (SparkSession.builder.master(f"local[{cores}]").config("spark.ui.enabled", "false")
            .config("spark.driver.memory", "2g").config("spark.ui.showConsoleProgress", "false"))
 if jar:
     builder = builder.config("spark.jars", jar)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("WARN")
+if not jar:
+    spark.dataSource.register(CountSink)
 for line in sys.stdin:
     job = json.loads(line)
     if job.get("quit"):
@@ -116,6 +155,7 @@ class TreeSampler(threading.Thread):
         self.root = psutil.Process(pid)
         self.base = {p.pid: _cpu(p) for p in self._tree()}
         self.last: dict[int, float] = dict(self.base)
+        self.python: set[int] = set()  # PySpark's Python daemons and workers
         self.peak_rss = 0
         self.peak_worker_rss = 0
         self._done = threading.Event()
@@ -133,8 +173,10 @@ class TreeSampler(threading.Thread):
             try:
                 self.last[p.pid] = _cpu(p)
                 mem = p.memory_info().rss
-                if "pyspark.daemon" in " ".join(p.cmdline()) and p.ppid() != self.root.pid:  # a worker, not the daemon
-                    self.peak_worker_rss = max(self.peak_worker_rss, mem)
+                if "pyspark.daemon" in " ".join(p.cmdline()):
+                    self.python.add(p.pid)
+                    if p.ppid() != self.root.pid:  # a worker, not the daemon
+                        self.peak_worker_rss = max(self.peak_worker_rss, mem)
                 rss += mem
             except psutil.NoSuchProcess:
                 continue
@@ -149,8 +191,9 @@ class TreeSampler(threading.Thread):
             self._done.set()
             self.join()
             self.sample()
-            cpu = sum(v - self.base.get(pid, 0.0) for pid, v in self.last.items())
-            self._result = {"cpu_s": cpu, "peak_rss": self.peak_rss, "peak_worker_rss": self.peak_worker_rss}
+            used = {pid: v - self.base.get(pid, 0.0) for pid, v in self.last.items()}
+            self._result = {"cpu_s": sum(used.values()), "python_cpu_s": sum(used[pid] for pid in self.python if pid in used),
+                            "peak_rss": self.peak_rss, "peak_worker_rss": self.peak_worker_rss}
         return self._result
 
 
@@ -175,7 +218,7 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="local[N] for both sides")
     parser.add_argument("--tasks", type=int, default=2, help="Spark partitions of the DataFrame (write tasks)")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--only", choices=(*SENDERS, "jvm"), action="append", help="run only these kinds (repeatable)")
+    parser.add_argument("--only", choices=(*SENDERS, "jvm", *BASELINES), action="append", help="run only these kinds (repeatable)")
     args = parser.parse_args()
     kinds = args.only or [*SENDERS, *(["jvm"] if args.jar else [])]
 
@@ -191,6 +234,10 @@ def main() -> None:
         def run(kind: str, rows: int) -> dict[str, Any]:
             nonlocal passes
             passes += 1
+            if kind in BASELINES:
+                r = sides["ours"].write({"format": BASELINES[kind], "options": {"rows": str(rows)}, "rows": rows,
+                                         "size": args.size, "tasks": args.tasks})
+                return report(kind, rows, r)
             guarantee, send_path = SENDERS.get(kind, ("", ""))
             namespace = "bench-eo" if guarantee == "effectivelyOnce" else "default"
             topic = f"persistent://public/{namespace}/bench-sink-{int(time.time())}-{passes}"
@@ -207,8 +254,13 @@ def main() -> None:
             got = messages_in(admin, topic)
             if got != rows:
                 raise RuntimeError(f"{kind}: {got:,} messages in {topic}, expected {rows:,}")
-            r.update(kind=kind, rows=rows, rate=rows / r["seconds"], cpu_us=r["cpu_s"] / rows * 1e6)
-            print(f"  {kind:>22}: {r['rate']:>10,.0f} rows/s, {r['cpu_us']:5.1f} us CPU/row, peak RSS {r['peak_rss'] / 2**20:,.0f} MiB"
+            return report(kind, rows, r)
+
+        def report(kind: str, rows: int, r: dict[str, Any]) -> dict[str, Any]:
+            r.update(kind=kind, rows=rows, rate=rows / r["seconds"], cpu_us=r["cpu_s"] / rows * 1e6,
+                     python_us=r["python_cpu_s"] / rows * 1e6)
+            print(f"  {kind:>22}: {r['rate']:>10,.0f} rows/s, {r['cpu_us']:5.1f} us CPU/row ({r['python_us']:4.1f} in Python "
+                  f"workers), peak RSS {r['peak_rss'] / 2**20:,.0f} MiB"
                   + (f" (a Python worker {r['peak_worker_rss'] / 2**20:,.0f} MiB)" if r["peak_worker_rss"] else "")
                   + f", load {os.getloadavg()[0]:.1f}", flush=True)
             return r
@@ -221,18 +273,18 @@ def main() -> None:
             for r in range(args.rounds):
                 print(f"round {r + 1}: {args.rows:,} rows of {args.size} B, {args.tasks} tasks, {args.partitions} partitions, "
                       f"load {os.getloadavg()[0]:.1f}", flush=True)
-                for kind in kinds:
+                for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:  # each round starts one kind later
                     results[kind].append(run(kind, args.rows))
         finally:
             for side in sides.values():
                 side.close()
 
     print(f"medians over {args.rounds} rounds ({args.rows:,} rows, local[{args.cores}], {args.tasks} tasks):")
-    med = {k: {f: statistics.median(x[f] for x in v) for f in ("rate", "cpu_us", "peak_rss", "peak_worker_rss")}
+    med = {k: {f: statistics.median(x[f] for x in v) for f in ("rate", "cpu_us", "python_us", "peak_rss", "peak_worker_rss")}
            for k, v in results.items()}
     for kind, m in med.items():
-        line = f"  {kind:>22}: {m['rate']:>10,.0f} rows/s, {m['cpu_us']:5.1f} us CPU/row, peak RSS {m['peak_rss'] / 2**20:,.0f} MiB"
-        if "jvm" in med and kind != "jvm":
+        line = f"  {kind:>22}: {m['rate']:>10,.0f} rows/s, {m['cpu_us']:5.1f} us CPU/row ({m['python_us']:4.1f} Python), peak RSS {m['peak_rss'] / 2**20:,.0f} MiB"
+        if "jvm" in med and kind not in ("jvm", *BASELINES):
             line += f"; x JVM: rate {m['rate'] / med['jvm']['rate']:.2f}, CPU/row {m['cpu_us'] / med['jvm']['cpu_us']:.2f}"
         print(line)
     for sender in ("python", "native"):

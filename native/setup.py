@@ -34,9 +34,10 @@ setup(
     ext_modules=[
         Extension(
             "pulsar_throttled_native._pulsar_arrow_reader",
-            # One file per job (src/par_internal.h lists them); every .c of src/ is the library.
+            # One file per job (src/par_internal.h lists them); every .c of src/ is the library, and its headers
+            # (par_internal.h, send_internal.h) go into the sdist as its depends.
             sources=sorted(f"src/{p.name}" for p in (HERE / "src").glob("*.c")),
-            depends=["src/par_internal.h"],
+            depends=sorted(f"src/{p.name}" for p in (HERE / "src").glob("*.h")),
             extra_compile_args=["-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fvisibility=hidden",
                                 "-Wall", "-Wextra", "-Werror"],
             libraries=["dl", "pthread"],

@@ -9,7 +9,8 @@
  *   columns.c       the column buffers a batch is filled into, a message at a time
  *   message_ids.c   the MessageIdData protobuf read from a message's id
  *   arrow_export.c  a filled batch handed to Python as Arrow C Data Interface structures
- *   sender.c        the sink's native sender: an Arrow batch's rows routed and sent (its own symbols, pns_init)
+ *   send_*.c, sending.c  the sink's native sender: an Arrow batch's rows routed and sent (its own symbols,
+ *                   pns_init; send_internal.h lists its files)
  */
 #ifndef PAR_INTERNAL_H
 #define PAR_INTERNAL_H

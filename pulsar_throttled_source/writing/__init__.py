@@ -16,9 +16,10 @@ cache (one pulsar.Client per worker for reads and writes):
   ``write_congestion``: adaptiveThrottling for writes, a worker's congestion controller scaling those quotas.
 - ``arrow_messages``: Arrow record batches (an Arrow writer's input) made into messages column by column (a schema's
   payloads too).
-- ``native_sender``: the native library's sender (native/src/sender.c) loaded and checked, and an Arrow batch's
-  columns handed to it as buffers; ``native_write``: an Arrow writer's task sent by it (option sendPath), the rest
-  of a task whose batch it cannot encode handed to the Python sender.
+- ``native_sender``: the native library's sender (native/src/) loaded and checked, and an Arrow batch's columns
+  handed to it as buffers; ``native_task``: a task's state in the library and its native producers;
+  ``native_write``: which sender a task takes (option sendPath), an Arrow writer's task sent natively, and the rest
+  of a task whose batch the library cannot encode handed to the Python sender.
 - ``write_task``: one task's messages (from rows or Arrow batches) sent, flushed and confirmed before its commit
   message returns; ``confirmations``: the broker's answers to its sends, and how many may be in flight.
 - ``writers``: the Spark-facing batch and stream writers (Arrow writers where PySpark has them; commit and abort on

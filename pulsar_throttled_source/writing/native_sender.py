@@ -1,5 +1,5 @@
-"""Executor side: the native sender's library calls (native/src/sender.c, in the native read path's library), loaded
-and checked once per process, and one Arrow batch's columns handed to it as buffers.
+"""Executor side: the native sender's library calls (native/src/send_internal.h, in the native read path's library),
+loaded and checked once per process, and one Arrow batch's columns handed to it as buffers.
 
 The library is the reader's (reading.native_library): the sender's symbols of libpulsar are resolved on top of it
 (pns_init), so a libpulsar without them leaves reads native and writes on the Python sender. Whatever fails is
@@ -96,6 +96,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pns_task_free": (None, [p]),
         "pns_task_set_producer": (c_int, [p, i32, p, i64]),
         "pns_task_next_partition": (i64, [p]),
+        "pns_task_pace": (c_int, [p, i64, i64]),
         "pns_route": (c_int, [p, ctypes.POINTER(BatchColumns), p, i64, p, i64, ctypes.POINTER(i64), ctypes.POINTER(c_char_p)]),
         "pns_send": (i64, [p, ctypes.POINTER(BatchColumns), p, i64, i64, i64, i64, ctypes.POINTER(i64)]),
         "pns_wait": (None, [p, i64, ctypes.POINTER(TaskState)]),

@@ -46,6 +46,19 @@ class ProducerSettings:
     routing_mode: str = "RoundRobinDistribution"
     given: frozenset[str] = frozenset()  # the arguments set by pulsar.producer.* (the rest are the sink's defaults)
 
+    @property
+    def send_timeout_s(self) -> float:
+        """pulsar.producer.sendTimeoutMillis in seconds (pulsar-client's default: 30 s; 0: none): what both senders pace
+        their sends by (writing.confirmations, the native sender's pns_task_pace)."""
+        return float(dict(self.kwargs).get("send_timeout_millis", 30_000)) / 1000
+
+    @property
+    def confirmation_wait_s(self) -> float | None:
+        """How long a task waits for its sends' confirmations after the flush: the send timeout plus a margin (None:
+        without limit, as sends never time out)."""
+        timeout_s = self.send_timeout_s
+        return None if not timeout_s else timeout_s + 30
+
     def effectively_once(self) -> ProducerSettings:
         """The settings of an effectively-once write: batching off. pulsar-client (C++) gives a batch the sequence id
         of its first message only, so the broker deduplicates whole batches by it: a retry's batch that starts at

@@ -70,10 +70,7 @@ class TaskProducers:
             producer = client_for(o.client).create_producer(destination, producer_name=self.identity.name, **dict(kwargs))
             return (), producer, producer.last_sequence_id()
         except Exception as e:
-            name = type(e).__name__
-            hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
-            raise RuntimeError(f"Cannot create a producer on {destination} at {o.service_url}: {name}: "
-                               f"{scrub(str(e), o.credentials)} ({hint}).") from None
+            raise producer_error(destination, o, e) from None
 
     def flush(self) -> None:
         for _, producer, _ in self.open.values():
@@ -131,7 +128,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
     routes: dict[str | None, tuple[Router, Any]] = {}  # topic column value (None: the option's) -> (router, schema)
     producers = TaskProducers(options, identity)
     lanes: dict[str, tuple[Any, int, Any]] = {}  # destination -> (send, last persisted sequence id, callback)
-    answers = Confirmations(_send_timeout_s(options.producer.kwargs))
+    answers = Confirmations(options.producer.send_timeout_s)
     payloads = payloads or TopicPayloads(columns, options.topic, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
@@ -174,7 +171,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
                 producers.flush()
             except Exception:  # a send that failed fails the flush too; its callback names it (SendFailed below)
                 pass
-        answers.wait(_wait_s(options.producer.kwargs))
+        answers.wait(options.producer.confirmation_wait_s)
         if answers.error is not None:
             raise SendFailed(options, *answers.error)
         if answers.pending:
@@ -208,17 +205,6 @@ def _partitions(options: WriteOptions, topic: TopicName) -> int:
     return 0 if names == [str(topic)] else len(names)
 
 
-def _send_timeout_s(kwargs: tuple[tuple[str, Any], ...]) -> float:
-    """pulsar.producer.sendTimeoutMillis in seconds (pulsar-client's default: 30 s; 0: none)."""
-    return float(dict(kwargs).get("send_timeout_millis", 30_000)) / 1000
-
-
-def _wait_s(kwargs: tuple[tuple[str, Any], ...]) -> float | None:
-    """How long confirmations may still take after a flush: the send timeout (0: none), plus a margin."""
-    timeout_s = _send_timeout_s(kwargs)
-    return None if not timeout_s else timeout_s + 30
-
-
 def _result_of(error: Exception) -> Any:
     """A send that raised at once (e.g. a full queue with blockIfQueueFull=false), as the result a callback gets."""
     return getattr(error, "result", None) or type(error).__name__
@@ -240,6 +226,16 @@ HINTS = {
                     "this task is still running, and Spark retries this one) or another producer holds the topic "
                     "exclusively ('pulsar.producer.accessMode')",
 }
+
+
+def producer_error(destination: str, options: WriteOptions, error: Exception | str) -> RuntimeError:
+    """Why no producer could be created on `destination`, worded alike by both senders: pulsar-client's exception, or
+    the native sender's error (libpulsar's result name), scrubbed of the write's secrets, and what to check."""
+    name = error if isinstance(error, str) else type(error).__name__
+    text = name if isinstance(error, str) else f"{name}: {error}"
+    hint = HINTS.get(name, "check option 'service.url', the authentication options and the pulsar.producer.* settings")
+    return RuntimeError(f"Cannot create a producer on {destination} at {options.service_url}: "
+                        f"{scrub(text, options.credentials)} ({hint}).")
 
 
 class SendFailed(RuntimeError):

@@ -15,9 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import pyarrow as pa
 import pytest
 from helpers import create_topic, mixed_backlog, produce, produce_encrypted
 from java_producer import HISTORY, JavaProducer
-from native_path import needs_native_path
+from native_path import json_lines, needs_native_path, run_under_asan
 from runtime_wheel import release_artifacts
 from streaming import plan
 
@@ -298,13 +296,6 @@ print("counts", json.dumps(result))
 
 
 def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path, key_pair):
-    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    if not asan or not Path(asan).exists():
-        pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")
-    sources = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "native" / "src").glob("*.c"))
-    library = tmp_path / "pulsar_arrow_reader_asan.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fsanitize=address",
-                    "-fno-omit-frame-pointer", "-o", str(library), *sources, "-ldl"], check=True)
     fields, chunked, encrypted, avro = (create_topic(admin, f"asan-{name}-{unique}", n) for name, n in
                                         (("fields", 2), ("chunked", 1), ("encrypted", 0), ("avro", 0)))
     expected = {fields: len(produce(pulsar_client, fields, 200, batch=7)), chunked: len(mixed_backlog(pulsar_client, chunked)),
@@ -321,14 +312,7 @@ def test_the_library_reads_under_address_sanitizer(broker, admin, pulsar_client,
     cases = [(fields, SMALL), (chunked, {}), (encrypted, {"encryption.privateKeyPath": key_pair[1]}), (avro, {})]
     here = Path(__file__).resolve().parent
     script = f"BROKER = type('B', (), {{'service_url': {broker.service_url!r}, 'admin_url': {broker.admin_url!r}}})\n" + ASAN_READER
-    env = {**os.environ, "LD_PRELOAD": asan, native_module.LIBRARY_ENV: str(library),
-           # Python and the JVM-free client allocate for the process's life: leaks are not what this checks.
-           "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1"}
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(cases), str(here), str(here.parent)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert "AddressSanitizer" not in done.stderr, done.stderr[-4000:]
-    assert done.returncode == 0, done.stderr[-4000:]
-    counts = json.loads(done.stdout.split("counts ", 1)[1])
+    (counts,) = json_lines(run_under_asan(tmp_path, script, [json.dumps(cases), str(here), str(here.parent)]), "counts")
     assert counts == expected
 
 

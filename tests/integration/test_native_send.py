@@ -1,4 +1,4 @@
-"""The sink's native sender (native/src/sender.c) under AddressSanitizer, against the session broker, without Spark:
+"""The sink's native sender (native/src/send_*.c, sending.c) under AddressSanitizer, against the session broker, without Spark:
 a write task's Arrow batches (sliced, large_binary values, every field, a message without payload) sent through a
 build of the library with -fsanitize=address; an effectively-once task sent twice and then longer (the broker's
 last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL
@@ -8,18 +8,11 @@ multiset of messages, nothing lost or doubled. Spark's own runs of both senders 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections import Counter
-from pathlib import Path
 
-import pytest
 import requests
 from helpers import create_namespace, create_topic
-from native_path import needs_native_path
-
-from pulsar_throttled_source.reading import native_library as native_module
+from native_path import json_lines, needs_native_path, run_under_asan
 
 pytestmark = needs_native_path
 
@@ -94,13 +87,6 @@ def _read(client, topic: str) -> Counter:
 
 
 def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path):
-    asan = subprocess.run(["gcc", "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    if not asan or not Path(asan).exists():
-        pytest.fail("gcc has no libasan.so (Debian: libasan8 comes with gcc)")
-    sources = sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "native" / "src").glob("*.c"))
-    library = tmp_path / "pulsar_arrow_reader_asan.so"
-    subprocess.run(["gcc", "-shared", "-fPIC", "-g", "-O1", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-fsanitize=address",
-                    "-fno-omit-frame-pointer", "-o", str(library), *sources, "-ldl", "-lpthread"], check=True)
     namespace = create_namespace(admin, f"public/native-send-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
     every = [_row(i) for i in range(500)]
@@ -120,14 +106,8 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     }
     encoded = {name: {**case, "rows": [{**r, "value": r["value"].decode("latin-1") if r["value"] else None} for r in case["rows"]]}
                for name, case in cases.items()}
-    env = {**os.environ, "LD_PRELOAD": asan, native_module.LIBRARY_ENV: str(library),
-           "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1:halt_on_error=1"}
     spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "cases": encoded}
-    done = subprocess.run([sys.executable, "-c", ASAN_WRITER], input=json.dumps(spec), env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert "AddressSanitizer" not in done.stderr, done.stderr[-4000:]
-    assert done.returncode == 0, done.stderr[-4000:]
-    results = {r["case"]: r for r in (json.loads(line.split("case ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("case "))}
+    results = {r["case"]: r for r in json_lines(run_under_asan(tmp_path, ASAN_WRITER, stdin=json.dumps(spec)), "case")}
 
     assert results["every"] == {"case": "every", "total": 500, "skipped": 0}
     assert _read(pulsar_client, topics["every"]) == _expected(every)

@@ -10,13 +10,15 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
+from typing import NamedTuple
 
 import pulsar
 import pytest
 import requests
-from helpers import create_namespace, create_topic, produce
+from helpers import Sent, create_namespace, create_topic, produce
 from java_producer import KeyProducer
 from native_path import SKIP_REASON, needs_native_path
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
@@ -126,11 +128,22 @@ def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin
 SEND_PATH = "auto" if SKIP_REASON else "native"  # the retry test's sender: the native one wherever it can be built
 
 
-def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
-    """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
-    and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
-    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail). On the native sender
-    (sendPath=native); the Python sender's retries: the older lines' test below (row writers)."""
+class RetryJob(NamedTuple):
+    """What fault_jobs/sink_retry_job.py did (the retry test's runs, then the enrich example) and what it was given."""
+
+    job: subprocess.CompletedProcess
+    rows: int
+    topics: dict[str, str]
+    sent: dict[str, list[Sent]]
+    example_source_sent: list[Sent]
+    example_target: str
+
+
+@pytest.fixture(scope="module")
+def retry_job(broker, admin, pulsar_client, tmp_path_factory: pytest.TempPathFactory) -> RetryJob:
+    """One Spark application (local[2,4], fault_jobs/sink_retry_job.py) for the retry test's runs and then
+    examples/enrich_topic.py's main: its start-up is most of either test's cost."""
+    unique, tmp_path = uuid.uuid4().hex[:10], tmp_path_factory.mktemp("sink-retry")
     namespace = create_namespace(admin, f"public/sink-dedup-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
     topics = {name: create_topic(admin, f"{namespace}/{name}", 2) for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo")}
@@ -145,10 +158,27 @@ def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_
         runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[short],
                      "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle, "max_entries": 4,
                      "send_path": SEND_PATH})
+    # The enrich example's topics: its effectivelyOnce target needs deduplication (the namespace's).
+    example_source = create_topic(admin, f"sink-example-src-{unique}", 2)
+    example_target = create_topic(admin, f"{namespace}/enriched", 2)
+    example_sent = produce(pulsar_client, example_source, 60, batch=5)
+    example = ["--service-url", broker.service_url, "--admin-url", broker.admin_url, "--source", example_source,
+               "--target", example_target, "--read-rate-msgs", "10", "--write-rate-msgs", "20",
+               "--delivery-guarantee", "effectivelyOnce", "--checkpoint", str(tmp_path / "example-checkpoint"),
+               "--trigger", "availableNow", "--timeout", "300"]
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs}
+    spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "runs": runs, "example": example}
     job = subprocess.run([sys.executable, str(JOBS / "sink_retry_job.py"), json.dumps(spec)], env=env, capture_output=True,
                          text=True, timeout=600)
+    return RetryJob(job, rows, topics, sent, example_sent, example_target)
+
+
+def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(retry_job: RetryJob, pulsar_client):
+    """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
+    and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
+    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail). On the native sender
+    (sendPath=native); the Python sender's retries: the older lines' test below (row writers)."""
+    job, rows, topics, sent = retry_job.job, retry_job.rows, retry_job.topics, retry_job.sent
     assert job.returncode == 0, job.stderr[-3000:]
     assert job.stdout.count('"done"') == 4, job.stdout
 
@@ -247,22 +277,13 @@ def test_the_writers_get_arrow_batches_where_pyspark_has_arrow_writers(spark, br
         Counter((s.payload, s.key, properties_of(s.properties), None, None) for s in sent)
 
 
-def test_the_enrich_example_reads_and_writes_under_quotas_effectively_once(broker, admin, pulsar_client, unique, tmp_path):
-    """examples/enrich_topic.py as documented (its own Spark, a read quota and a write quota, effectivelyOnce):
-    every message of the source once in the target, upper-cased and tagged, key, properties and partition kept."""
-    namespace = create_namespace(admin, f"public/sink-example-{unique}")
-    requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
-    source = create_topic(admin, f"sink-example-src-{unique}", 2)
-    target = create_topic(admin, f"{namespace}/enriched", 2)
-    sent = produce(pulsar_client, source, 60, batch=5)
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-    job = subprocess.run([sys.executable, str(Path(__file__).parents[2] / "examples" / "enrich_topic.py"),
-                          "--service-url", broker.service_url, "--admin-url", broker.admin_url, "--source", source,
-                          "--target", target, "--read-rate-msgs", "10", "--write-rate-msgs", "20",
-                          "--delivery-guarantee", "effectivelyOnce", "--checkpoint", str(tmp_path / "checkpoint"),
-                          "--trigger", "availableNow", "--timeout", "300"], env=env, capture_output=True, text=True, timeout=600)
+def test_the_enrich_example_reads_and_writes_under_quotas_effectively_once(retry_job: RetryJob, pulsar_client):
+    """examples/enrich_topic.py's main with its documented arguments (a read quota and a write quota, effectivelyOnce),
+    in the retry job's Spark application after its runs (as spark-submit would run it, on that session): every message
+    of the source once in the target, upper-cased and tagged, key, properties and partition kept."""
+    job, sent = retry_job.job, retry_job.example_source_sent
     assert job.returncode == 0, job.stderr[-3000:]
     assert "Done: 60 messages in " in job.stdout, job.stdout
-    got = read_back(pulsar_client, target, len(sent))
+    got = read_back(pulsar_client, retry_job.example_target, len(sent))
     assert Counter((g[0], g[1], g[2], g[3]) for g in got) == \
         Counter((s.partition, s.payload.upper(), s.key, properties_of({**s.properties, "enrichedBy": "enrich_topic"})) for s in sent)

@@ -20,6 +20,7 @@ import pytest
 import requests
 from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
 from helpers import create_namespace, create_topic, produce, wait_until
+from native_path import needs_native_path
 from secrecy import assert_no_secret, files_text
 from secured_broker import SecuredBroker, secured_broker
 from sink_checks import read_back, sink_options
@@ -90,23 +91,28 @@ def messages_in(admin, topic: str) -> int:
     return int(stats.json()["msgInCounter"])
 
 
-def test_a_broker_publish_rate_below_the_quota_slows_the_write_and_nothing_fails(spark, broker, admin, pulsar_client, unique):
+# The Python sender with the default producer queue and one of 5 that fills; the native sender (it paces its sends in
+# C: native/src/send_tasks.c, pns_task_pace) with the default queue, where its sends timed out before it paced them.
+@pytest.mark.parametrize("send_path,queues", [("python", ("1000", "5")),
+                                              pytest.param("native", ("1000",), marks=needs_native_path)])
+def test_a_broker_publish_rate_below_the_quota_slows_the_write_and_nothing_fails(spark, broker, admin, pulsar_client, unique,
+                                                                                 send_path, queues):
     """The namespace's publish-rate policy (10 messages a second per partition) is below the write's quota (1000): the
     broker holds the producers back and the tasks wait, with sends timing out after 5 s while a write takes 6 s at the
-    broker's pace. Once with the default producer queue (1000 messages: the sink keeps fewer in flight), once with a
-    queue of 5 that fills: every row once, nothing fails, the broker's pace kept."""
-    namespace = create_namespace(admin, f"public/sink-slow-{unique}")
+    broker's pace. With the default producer queue (1000 messages: the sink keeps fewer in flight), and with a queue of
+    5 that fills: every row once, nothing fails, the broker's pace kept."""
+    namespace = create_namespace(admin, f"public/sink-slow-{send_path}-{unique}")
     rate, rows = 10, 120  # 60 a partition: 6 s at the broker's rate, more than the send timeout
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/publishRate",
                   json={"publishThrottlingRateInMsg": rate, "publishThrottlingRateInByte": -1}, timeout=30).raise_for_status()
-    for queue in ("1000", "5"):
+    for queue in queues:
         topic = create_topic(admin, f"{namespace}/slow-{queue}", 2)
         df = spark.range(rows, numPartitions=2).selectExpr("concat('k', id % 5) as key", "cast(concat('slow-', id) as binary) as value")
         # Without batching: the broker paces each message (a batch is one entry: it passes whole, and the broker holds
         # the producer back after it, so a write this small would end in one batch before the policy shows).
-        options = sink_options(broker, topic, publishThrottlingRateInMsg="1000", **{"pulsar.producer.maxPendingMessages": queue,
-                                                                                    "pulsar.producer.sendTimeoutMillis": "5000",
-                                                                                    "pulsar.producer.batchingEnabled": "false"})
+        options = sink_options(broker, topic, publishThrottlingRateInMsg="1000", sendPath=send_path,
+                               **{"pulsar.producer.maxPendingMessages": queue, "pulsar.producer.sendTimeoutMillis": "5000",
+                                  "pulsar.producer.batchingEnabled": "false"})
         df.write.format("pulsar-throttled").options(**options).mode("append").save()
 
         per_second: Counter[tuple[int, int]] = Counter()

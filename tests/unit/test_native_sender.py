@@ -66,24 +66,23 @@ def test_send_path_native_fails_naming_the_option_and_auto_warns_once(monkeypatc
                                                                        "send this write: the package pulsar-throttled-source-native"):
         native_write.uses_native_sender(parse_write_options(BASE | {"sendPath": "native"}), COLUMNS)
     caplog.set_level(logging.WARNING, logger=native_write.__name__)
-    no_timeout = BASE | {"pulsar.producer.sendTimeoutMillis": "0"}
     for _ in range(3):
-        assert not native_write.uses_native_sender(parse_write_options(no_timeout), COLUMNS)
+        assert not native_write.uses_native_sender(parse_write_options(BASE), COLUMNS)
     assert [r.getMessage() for r in caplog.records] == [
         "Writing with the Python sender (sendPath=auto): the package pulsar-throttled-source-native is not installed."]
     assert not native_write.uses_native_sender(parse_write_options(BASE | {"sendPath": "python"}), COLUMNS)
 
 
-def test_auto_sends_natively_only_where_sends_never_time_out(monkeypatch, caplog):
-    # The native sender does not pace its sends to the broker's confirmations: with a send timeout (30 s unless set),
-    # a broker publish-rate policy would time its sends out, so auto keeps such a write on the Python sender, quietly.
+def test_auto_sends_natively_wherever_the_library_can_send_the_write(monkeypatch, caplog):
+    # The native sender paces its sends to the broker's confirmations as the Python sender does (send_tasks.c's
+    # pns_task_pace): a send timeout keeps no write on the Python sender, quietly or not.
     settings = frozenset({"batching_enabled", "block_if_queue_full", "send_timeout_millis"})
     monkeypatch.setattr(native_write, "native_sender", lambda: _sender(settings=settings))
     caplog.set_level(logging.WARNING, logger=native_write.__name__)
-    assert not native_write.uses_native_sender(parse_write_options(BASE), COLUMNS)
-    assert not native_write.uses_native_sender(parse_write_options(BASE | {"pulsar.producer.sendTimeoutMillis": "5000"}), COLUMNS)
-    assert native_write.uses_native_sender(parse_write_options(BASE | {"pulsar.producer.sendTimeoutMillis": "0"}), COLUMNS)
-    assert native_write.uses_native_sender(parse_write_options(BASE | {"sendPath": "native"}), COLUMNS)
+    for extra in ({}, {"pulsar.producer.sendTimeoutMillis": "5000"}, {"pulsar.producer.sendTimeoutMillis": "0"},
+                  {"sendPath": "native"}):
+        assert native_write.uses_native_sender(parse_write_options(BASE | extra), COLUMNS), extra
+    assert not native_write.uses_native_sender(parse_write_options(BASE | {"sendPath": "python"}), COLUMNS)
     assert caplog.records == []
 
 

@@ -42,6 +42,17 @@ def test_a_write_takes_the_connection_options_and_passes_producer_settings_throu
     assert parse_write_options(URLS).topic is None  # a topic column then
 
 
+def test_the_send_timeout_and_the_wait_for_confirmations_are_read_from_the_producer_settings():
+    def producer(extra: dict[str, str]):
+        return parse_write_options(URLS | {"topic": "t"} | extra).producer
+
+    assert (producer({}).send_timeout_s, producer({}).confirmation_wait_s) == (30.0, 60.0)  # pulsar-client's default, + 30 s
+    given = producer({"pulsar.producer.sendTimeoutMillis": "5000"})
+    assert (given.send_timeout_s, given.confirmation_wait_s) == (5.0, 35.0)
+    never = producer({"pulsar.producer.sendTimeoutMillis": "0"})
+    assert (never.send_timeout_s, never.confirmation_wait_s) == (0.0, None)  # sends never time out: waits without limit
+
+
 @pytest.mark.parametrize("extra,expected", [
     ({"startingOffsets": "earliest"}, "Option(s) 'startingOffsets' apply to reads (spark.read, spark.readStream) only"),
     ({"topicsPattern": "a.*"}, "'topicsPattern' apply to reads"),
@@ -259,6 +270,25 @@ def test_a_task_stops_at_its_first_failed_send_and_names_the_topic_the_error_and
     assert producer.sent == [b"v0", b"v1", b"v2"]  # nothing after the failed send (a later one would hide it from deduplication)
     assert "Sending to persistent://public/default/t at pulsar://localhost:6650 failed: MessageTooBig" in str(err.value)
     assert "'pulsar.producer.chunkingEnabled=true'" in str(err.value)
+
+
+def test_a_producer_that_cannot_be_created_is_worded_alike_by_both_senders_without_the_secret():
+    from pulsar.exceptions import AuthorizationError
+
+    from pulsar_throttled_source.writing.write_task import producer_error
+
+    jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJ3cml0ZXIifQ.c2lnbmF0dXJl"
+    o = parse_write_options(URLS | {"topic": "t", "pulsar.client.authPluginClassName": "org.apache.pulsar.client.impl.auth.AuthenticationToken",
+                                    "pulsar.client.authParams": f"token:{jwt}"})
+    destination = "persistent://public/default/t-partition-1"
+    by_python = str(producer_error(destination, o, AuthorizationError(f"token:{jwt} may not produce")))
+    by_native = str(producer_error(destination, o, "AuthorizationError"))  # libpulsar's result name
+    for text in (by_python, by_native):
+        assert text.startswith(f"Cannot create a producer on {destination} at pulsar://localhost:6650: AuthorizationError")
+        assert "pulsar-admin namespaces grant-permission" in text and jwt not in text
+    assert "may not produce" in by_python
+    other = str(producer_error(destination, o, "unsupported producer setting: x"))
+    assert other.endswith("(check option 'service.url', the authentication options and the pulsar.producer.* settings).")
 
 
 def test_a_writes_options_show_no_secret():

@@ -8,22 +8,27 @@ their own payload on the retry. The sink sends nothing after a failed send and w
 before the failing one are persisted by the first attempt: written again by the retry under atLeastOnce, skipped
 under effectivelyOnce.
 
-Argument: a JSON object {"service_url", "admin_url", "runs": [...]}, a run being
+Argument: a JSON object {"service_url", "admin_url", "runs": [...], "example" (optional)}, a run being
   {"mode": "batch", "topic", "guarantee", "sink_id", "rows", "fail_at": [ids], "send_path" (optional: option sendPath)}: spark.range(rows) in 2 partitions,
       key k<id % 7>, value r<id>;
   {"mode": "stream", "topic", "guarantee", "source", "checkpoint", "fail_at": [payloads], "max_entries"}: this source
       over `source` (Trigger.AvailableNow; maxEntriesPerTrigger=max_entries, if given, makes several micro-batches on
       PySpark 4.2+) written back without renaming, the value passed through the UDF.
-Prints one JSON line per run when it is done. Run with PYSPARK_PYTHON set to the venv's python.
+Prints one JSON line per run when it is done. Then `example`, if given (test_sink.py's enrich test): the arguments of
+examples/enrich_topic.py, whose main runs in this application after the runs (it takes this session, getOrCreate, and
+stops it when done), as compat_job.py runs the spark-submit example: one Spark start serves both tests.
+Run with PYSPARK_PYTHON set to the venv's python.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from job_session import job_session
 
+EXAMPLES = Path(__file__).parents[3] / "examples"
 OVERSIZE = 200_000  # bytes: over the test broker's maxMessageSize (131072, tests/conftest.py)
 
 
@@ -34,6 +39,11 @@ def main(argv: list[str]) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         write_runs(spark, spec)
+        if spec.get("example") is not None:
+            sys.path.insert(0, str(EXAMPLES))
+            from enrich_topic import main as enrich_main
+
+            enrich_main(spec["example"])
     finally:
         spark.stop()
     return 0
