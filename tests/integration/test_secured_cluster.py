@@ -5,7 +5,8 @@ module: TLS on both ports (certificates made by the tests), client-certificate a
 token key is the authorization server's: its OAuth2 access tokens are the tokens), authorization on, a role
 "reader" granted only `consume` on the namespace. Access tokens live TOKEN_LIFETIME_S and the broker checks every
 connection's credentials every REFRESH_CHECK_S, so tokens expire while throttled queries read. Every delivery
-test compares the exact payloads read with what two producers (one batching) sent.
+test compares the exact payloads read with what two producers (one batching) sent. The suite's one spark-submit
+secrecy job runs here (at the end): every credential the source takes, right and wrong, in one application.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from pathlib import Path
 
 import pytest
 from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 from helpers import produce
 from identity_provider import IdentityProvider, jwt_claims
 from pyspark.errors import AnalysisException
@@ -36,6 +39,7 @@ from streaming import Collected, available_now_side_by_side, failure_of, identit
 
 from pulsar_throttled_source.admin_endpoint import AdminEndpoint, without_userinfo
 from pulsar_throttled_source.credentials import TlsSettings, TokenAuth
+from pulsar_throttled_source.local_broker.tokens import make_rs256_token, make_token
 from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.metadata.owner_redirects import ClusterHosts
 
@@ -52,10 +56,17 @@ METRICS_PASSWORD, ADMIN_URL_PASSWORD = "m3trics-pr0xy-pw", "4dmin-url-pw"  # in 
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[tuple[IdentityProvider, SecuredBroker]]:
+def signing_key() -> rsa.RSAPrivateKey:
+    """The authorization server's signing key: the broker trusts what it signs (access tokens, and static tokens)."""
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory, signing_key) -> Iterator[tuple[IdentityProvider, SecuredBroker]]:
     """The authorization server and the broker, started side by side: the broker only needs the public key of the
     server's signing key (made here, before either starts) until a client brings it a token."""
-    provider = IdentityProvider(tmp_path_factory.mktemp("idp"), token_lifetime_s=TOKEN_LIFETIME_S, audience=AUDIENCE, roles=CLIENTS)
+    provider = IdentityProvider(tmp_path_factory.mktemp("idp"), token_lifetime_s=TOKEN_LIFETIME_S, audience=AUDIENCE, roles=CLIENTS,
+                                signing_key=signing_key)
     work = tmp_path_factory.mktemp("secured-cluster")
     key_url = provider.write_signing_key(work / "idp-public-key.der")
     # Basic authentication too: the reader's user name is its role; the password file holds an apr1 (MD5) hash.
@@ -113,6 +124,13 @@ def redis_url(tmp_path_factory) -> Iterator[str]:
     """A real Redis server with a password (REDIS_PASSWORD), for quotaStore."""
     with redis_server(tmp_path_factory.mktemp("redis")) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def static_token(signing_key) -> str:
+    """A token of the reader that never expires, as an operator pastes into `pulsar.client.authParams=token:...`."""
+    pem = signing_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return make_rs256_token(pem, {"sub": READER, "aud": AUDIENCE})
 
 
 @pytest.fixture(scope="module")
@@ -369,6 +387,24 @@ for name, opts in args["refused"].items():  # credentials written where Spark wo
     except Exception as e:
         print(f"REFUSED {name}: {e}", flush=True)
 
+for name, opts in args["failing"].items():  # wrong tokens: the errors (at load or once started) show none
+    reader = spark.readStream.format("pulsar-throttled")
+    for k, v in {**args["base"], **opts, "quotaStatePath": args["work"] + "/quota.sqlite"}.items():
+        reader = reader.option(k, v)
+    try:
+        df = reader.load()  # the topic's schema is looked up here: a refused admin token fails at load
+    except Exception as e:
+        print(f"FAILED {name}: error at load: {e}", flush=True)
+        continue
+    q = df.writeStream.format("noop").option("checkpointLocation", f"{args['work']}/cp-{name}").trigger(availableNow=True).start()
+    try:
+        q.awaitTermination(120)
+        print(f"FAILED {name}: no", flush=True)
+    except Exception as e:
+        print(f"FAILED {name}: error: {e}", flush=True)
+    print("PROGRESS", [p.json for p in q.recentProgress], q.status, flush=True)
+    q.explain(True)
+
 for name, (auth, read_path) in args["auths"].items():
     reader = spark.readStream.format("pulsar-throttled")
     stream_only = args["stream_only"].get(name, {})  # quotas, adaptiveThrottling: a batch query refuses them
@@ -394,8 +430,25 @@ print("LEAK JOB DONE", flush=True)
 '''
 
 
-def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topic, reader_credentials, redis_url, tmp_path):
+def secrets_of(*tokens: str) -> list[str]:
+    """Each token and its signature (the part that must never be shown, even when truncated)."""
+    return [s for t in tokens for s in (t, t.rsplit(".", 1)[1])]
+
+
+def printed(stdout: str, marker: str) -> str:
+    """What the job printed after `marker` (an error can take several lines), up to its next report."""
+    lines = stdout.split(marker, 1)[1].splitlines()
+    ends = [i for i, line in enumerate(lines[1:], 1) if line.startswith(("FAILED ", "PROGRESS ", "RESULT ", "REFUSED "))]
+    return "\n".join(lines[:ends[0] if ends else None])
+
+
+def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topic, reader_credentials, static_token, redis_url, tmp_path):
+    """One spark-submit application at INFO level (Spark's JVM, its planner process and the Python workers print
+    there, where this process's capfd cannot see): every way to give credentials reads everything (stream and
+    batch), wrong tokens fail at the admin API and at the readers, and credentials written where Spark would show
+    them are refused; then no secret is in its output, its event log (query plans) or its checkpoints."""
     name, sent = topic
+    wrong_token = make_token(os.urandom(32), READER)  # well formed, role "reader", signed with another key: refused
     work, events = tmp_path / "work", tmp_path / "events"
     work.mkdir()
     events.mkdir()
@@ -411,19 +464,24 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
         "mtls": (mtls(sb), "native"),
         "token-file": ({"pulsar.client.authParams": f"file://{tmp_path / 'reader.token'}"}, "python"),
         "redis-store": (mtls(sb), "python"),
+        "token-option": ({"pulsar.client.authParams": f"token:{static_token}"}, "native"),
     }
+    fast = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
+    failing = {"bad-client": {"pulsar.admin.authParams": f"token:{static_token}", "pulsar.client.authParams": f"token:{wrong_token}", **fast},
+               "bad-admin": {"pulsar.client.authParams": f"token:{wrong_token}", "adminTimeoutMs": "3000"}}
     # Issue 54: a Redis password (quotaStorePassword), a metrics URL's password (taken out of the URL), credentials
     # written into admin.url, service.url and quotaStore (refused at load, naming where they go).
     metrics_url = sb.admin_url_tls.replace("://", f"://scraper:{METRICS_PASSWORD}@", 1) + "/metrics/"
     stream_only = {"redis-store": {"quotaStore": without_userinfo(redis_url), "quotaStorePassword": REDIS_PASSWORD,
                                    "dispatchThrottlingRatePerTopicInMsg": "1000", "throttlingMode": "batch",
-                                   "adaptiveThrottling": "true", "adaptiveThrottlingMetricsUrl": metrics_url}}
+                                   "adaptiveThrottling": "true", "adaptiveThrottlingMetricsUrl": metrics_url},
+                   "token-option": {"throttlingMode": "batch", "dispatchThrottlingRatePerTopicInMsg": "1000", "maxEntriesPerTrigger": "30"}}
     refused = {"admin-url": {"admin.url": sb.admin_url_tls.replace("://", f"://{READER}:{ADMIN_URL_PASSWORD}@", 1), **mtls(sb)},
                "service-url": {"service.url": sb.service_url_tls.replace("://", f"://{READER}:{ADMIN_URL_PASSWORD}@", 1)},
                "redis-url": {"quotaStore": redis_url, "dispatchThrottlingRatePerTopicInMsg": "1000"}}
     (tmp_path / "job.py").write_text(LEAK_JOB)
     (tmp_path / "args.json").write_text(json.dumps({"base": base, "auths": auths, "stream_only": stream_only, "refused": refused,
-                                                    "work": str(work)}))
+                                                    "failing": failing, "work": str(work)}))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.eventLog.enabled=true", "--conf", f"spark.eventLog.dir={events}", "--conf", "spark.eventLog.compress=false",
@@ -441,6 +499,9 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
         after = proc.stdout.split(f"REFUSED {name}: ", 1)[1]
         refusal = next(line for line in after.splitlines() if line.startswith("ValueError: Option "))  # the traceback's end
         assert "holds a" in refusal and where in refusal, refusal
+    bad_client, bad_admin = printed(proc.stdout, "FAILED bad-client: "), printed(proc.stdout, "FAILED bad-admin: ")
+    assert bad_client.startswith("error:") and f"at {sb.service_url_tls}" in bad_client, bad_client[:2000]
+    assert bad_admin.startswith("error at load:") and f"The Pulsar admin API at {sb.admin_url_tls} refused" in bad_admin, bad_admin[:2000]
     assert "quotaStorePassword=*********(redacted)" in log and "adaptiveThrottlingMetricsUrl=*********(redacted)" in log
     assert " INFO " in log  # the check ran at INFO level
     assert log.count("pulsar.client.authParams=*********(redacted)") >= len(auths), "explain() did not show the options"
@@ -448,6 +509,6 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
     assert "SparkListenerSQLExecutionStart" in event_log  # query plans are in it
     checkpoints = files_text(work, skip_suffixes=(".sqlite",))
     key_body = sb.certs.client(READER).key.read_text().splitlines()[1]  # a line of the client key itself
-    secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *tokens,
+    secrets = [idp.client_secret("reader-client"), data_url.split(",", 1)[1][:40], key_body, *secrets_of(*tokens, static_token, wrong_token),
                REDIS_PASSWORD, METRICS_PASSWORD, ADMIN_URL_PASSWORD]
     assert_no_secret({"the spark-submit output": log, "the event log": event_log, "the checkpoints": checkpoints}, secrets, tmp_path)
