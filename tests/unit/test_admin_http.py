@@ -33,10 +33,16 @@ def stub_admin_api() -> Iterator[ThreadingHTTPServer]:
         yield server
 
 
+_HELD: list[socket.socket] = []  # bound, never listening: refused, and no server started meanwhile can take the port
+
+
 def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port that refuses connections for the rest of the run (a port merely closed again could be taken by a server
+    another process starts on a busy machine, which would then answer)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    _HELD.append(s)
+    return s.getsockname()[1]
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -239,7 +245,9 @@ def test_a_role_that_may_not_list_brokers_takes_its_credentials_to_the_owner_its
         Scripted.statuses = [(307, b"", owner_url + stats), (401, b"not a superuser"),
                               (200, f'{{"httpUrl": "{owner_url}", "brokerUrl": "pulsar://127.0.0.1:6650"}}'.encode()),
                               (200, b"{}")]
-        admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=2, credentials=TokenAuth(token="tok3n"))
+        # A timeout far above the stub's answer time: a request timed out under load and retried would take a second
+        # scripted answer.
+        admin = PulsarAdmin(url_of(stub_admin_api), timeout_s=20, credentials=TokenAuth(token="tok3n"))
         assert admin.call("GET", "persistent/public/default/t/internalStats", "reading") == {}
         assert Scripted.seen == [("GET", stats), ("GET", "/admin/v2/clusters"), ("GET", "/lookup/v2/topic/persistent/public/default/t"),
                                   ("GET", stats)]
@@ -277,7 +285,7 @@ def test_a_redirect_to_an_owner_that_died_is_waited_out_and_names_the_owner(stub
     url = url_of(stub_admin_api)
     dead = f"http://127.0.0.1:{_closed_port()}"
     Scripted.statuses = [(307, b"", f"{dead}/admin/v2/persistent/public/default"), 200]  # then the topic moved here
-    admin = PulsarAdmin(url, timeout_s=2, retry_timeout_s=30)  # never answered before
+    admin = PulsarAdmin(url, timeout_s=20, retry_timeout_s=30)  # never answered before (20 s: no timeout under load)
     assert admin.list_topics("public/default") == []
     warnings = _warnings(caplog)
     assert f"ConnectionError from {dead} (the topic's owner, redirected to by {url})" in warnings[0], warnings
