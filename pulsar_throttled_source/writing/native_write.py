@@ -42,7 +42,7 @@ from .native_task import NativeTask, Pause
 from .routing import Router
 from .write_congestion import permits_for
 from .write_options import WriteOptions
-from .write_task import SinkCommitMessage, _partitions, send_messages
+from .write_task import SinkCommitMessage, partition_count, send_messages
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns
     identity = task_identity(options.sink_id, task) if options.effectively_once else None
     assert options.topic is not None, "a topic column is sent by the Python sender"
     topic = options.topic
-    partitions = _partitions(options, topic)
+    partitions = partition_count(options, topic)
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
     native = NativeTask(sender, options, identity, topic, partitions, task)
     pause = Pause()

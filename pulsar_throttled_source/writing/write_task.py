@@ -145,7 +145,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
                     check_deduplication(options.admin, [topic])
                 schema = payloads.of(topic).schema  # a topic's schema is checked before its first row is sent
                 start = task if first_partition is None else first_partition
-                route = routes[None if by_option else m.topic] = (Router(topic, _partitions(options, topic), start, single), schema)
+                route = routes[None if by_option else m.topic] = (Router(topic, partition_count(options, topic), start, single), schema)
             router, schema = route
             destination = router.destination(m.key, m.partition, partition_column)
             lane = lanes.get(destination)
@@ -192,7 +192,7 @@ def _row_topic(value: str | None, column: str) -> TopicName:
         raise ValueError(f"Column '{column}': {e}".replace(f"Option '{column}': ", "")) from None
 
 
-def _partitions(options: WriteOptions, topic: TopicName) -> int:
+def partition_count(options: WriteOptions, topic: TopicName) -> int:
     """The topic's partition count (0: not partitioned, or a partition named itself); effectivelyOnce's `topic`: as pinned."""
     if options.pinned_partitions is not None and topic == options.topic:
         return options.pinned_partitions
