@@ -11,7 +11,8 @@ cache (one pulsar.Client per worker for reads and writes):
 - ``routing``: the partition of each message (a partition column, a key hashed as a Java producer does, round robin).
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
-  the deduplication check.
+  the deduplication check; ``recent_answers``: what the process learnt of a topic (deduplication, schema), trusted
+  for a while.
 - ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store;
   ``write_congestion``: adaptiveThrottling for writes, a worker's congestion controller scaling those quotas.
 - ``arrow_messages``: Arrow record batches (an Arrow writer's input) made into messages column by column (a schema's

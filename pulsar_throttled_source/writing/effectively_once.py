@@ -17,8 +17,6 @@ the broker's message deduplication (Pulsar's Python client has no transactions).
 
 from __future__ import annotations
 
-import math
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +24,7 @@ from dataclasses import dataclass
 from ..admin_endpoint import AdminEndpoint
 from ..metadata.admin import PulsarAdmin
 from ..topics import TopicName
+from .recent_answers import RecentAnswers
 
 GUARANTEES = ("atLeastOnce", "effectivelyOnce")
 ROW_BITS = 32  # a task writes fewer than 2^32 rows per micro-batch; batch ids stay under 2^31
@@ -70,8 +69,7 @@ def deduplication_error(admin: PulsarAdmin, topic: TopicName) -> str | None:
 
 
 DEDUP_RECHECK_S = 300.0  # a topic found deduplicating is asked again after this: a policy turned off mid-query shows up
-_CHECKED: dict[tuple[str, TopicName], float] = {}  # (admin URL, topic) -> when this process found it deduplicating
-_LOCK = threading.Lock()
+_CHECKED: RecentAnswers[tuple[str, TopicName], bool] = RecentAnswers()  # (admin URL, topic) found deduplicating
 
 
 def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName], clock: Callable[[], float] = time.monotonic) -> None:
@@ -79,8 +77,7 @@ def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName], clock:
     not asked again by this process for DEDUP_RECHECK_S: Spark asks for a stream's writer (where this runs) at every
     micro-batch, twice (its planning and its commit), and every task of a topic column checks its topics."""
     now = clock()
-    with _LOCK:
-        todo = [t for t in topics if now - _CHECKED.get((endpoint.url, t.base), -math.inf) >= DEDUP_RECHECK_S]
+    todo = [t for t in topics if not _CHECKED.get((endpoint.url, t.base), now, DEDUP_RECHECK_S)]
     if not todo:
         return
     admin = PulsarAdmin.at(endpoint, retry_timeout_s=0.0)
@@ -89,7 +86,6 @@ def check_deduplication(endpoint: AdminEndpoint, topics: list[TopicName], clock:
             error = deduplication_error(admin, topic.base)
             if error:
                 raise ValueError(error)
-            with _LOCK:
-                _CHECKED[(endpoint.url, topic.base)] = now
+            _CHECKED.put((endpoint.url, topic.base), now, True)
     finally:
         admin.close()

@@ -14,7 +14,6 @@ The schema is the admin API's (schemas.topic_schema reads it, as the reader does
 from __future__ import annotations
 
 import json
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ from ..schemas.avro_types import UnsupportedSchema, arrow_type, spark_type
 from ..schemas.topic_schema import schema_from_info
 from ..topics import TopicName
 from .message_columns import WriteColumns, write_columns
+from .recent_answers import RecentAnswers
 
 if TYPE_CHECKING:
     from ..metadata.admin import PulsarAdmin
@@ -102,8 +102,7 @@ def record_fields(schema: TopicSchema) -> frozenset[str] | None:
 # for a second writer to commit the same micro-batch, and the next batch's plan follows within seconds. A schema
 # changed mid-stream is seen within this time (the producers a worker keeps go on with the schema they registered).
 STREAM_SCHEMA_REUSE_S = 60.0
-_READ: dict[tuple[str, TopicName], tuple[float, TopicSchema]] = {}  # (admin URL, topic) -> (when read, schema)
-_LOCK = threading.Lock()
+_READ: RecentAnswers[tuple[str, TopicName], TopicSchema] = RecentAnswers()  # (admin URL, topic) -> its schema
 
 
 def planned_columns(dataframe: Any, topic: TopicName | None, admin: AdminEndpoint, reuse_for_s: float = 0.0,
@@ -122,17 +121,15 @@ def _schema_of(topic: TopicName, admin: AdminEndpoint, reuse_for_s: float, clock
     from ..metadata.admin import PulsarAdmin
 
     now, key = clock(), (admin.url, topic)
-    with _LOCK:
-        read = _READ.get(key)
-    if read is not None and now - read[0] < reuse_for_s:
-        return read[1]
+    read = _READ.get(key, now, reuse_for_s)
+    if read is not None:
+        return read
     session = PulsarAdmin.at(admin)
     try:
         schema = topic_schema(session, topic)
     finally:
         session.close()
-    with _LOCK:
-        _READ[key] = (now, schema)
+    _READ.put(key, now, schema)
     return schema
 
 

@@ -59,7 +59,7 @@ RUNTIME_FILES = {
                                           "partition_plan.py publish_rates.py redis_store.py report.py signals.py "
                                           "sqlite_store.py store.py store_factory.py",
     "pulsar_throttled_source/writing": "__init__.py arrow_messages.py confirmations.py effectively_once.py message_columns.py native_sender.py native_task.py native_write.py payload_encoding.py "
-                                       "payload_schema.py producer_settings.py producers.py routing.py "
+                                       "payload_schema.py producer_settings.py producers.py recent_answers.py routing.py "
                                        "write_congestion.py write_options.py write_quota.py write_task.py writers.py",
 }
 ALLOWED = {f"{folder}/{name}".lstrip("/") for folder, names in RUNTIME_FILES.items() for name in names.split()}

@@ -18,6 +18,7 @@ from pulsar_throttled_source.metadata.admin import PulsarAdmin
 from pulsar_throttled_source.topics import TopicName
 from pulsar_throttled_source.writing import effectively_once, payload_schema
 from pulsar_throttled_source.writing.effectively_once import DEDUP_RECHECK_S, check_deduplication
+from pulsar_throttled_source.writing.recent_answers import RecentAnswers
 from pulsar_throttled_source.writing.write_options import parse_write_options
 from pulsar_throttled_source.writing.writers import PulsarStreamWriter, write_plan
 
@@ -56,8 +57,8 @@ class Broker:
 def broker(monkeypatch) -> Broker:
     b = Broker()
     monkeypatch.setattr(PulsarAdmin, "at", b.at)
-    monkeypatch.setattr(effectively_once, "_CHECKED", {})
-    monkeypatch.setattr(payload_schema, "_READ", {})
+    monkeypatch.setattr(effectively_once, "_CHECKED", RecentAnswers())
+    monkeypatch.setattr(payload_schema, "_READ", RecentAnswers())
     return b
 
 
