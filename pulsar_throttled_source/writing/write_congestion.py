@@ -60,15 +60,27 @@ class WriteCongestion:
             return self.controller.multiplier()
 
     def _read_pending_adds(self) -> None:
-        """The pending adds of the partitions written to, summed, for this window's decision (a partition whose stats
-        cannot be read is left out: the signal sees the others; none read leaves the window without a reading)."""
-        total, read = 0, 0
+        """The pending adds of the partitions written to, summed, for this window's decision: one request per topic
+        (a partitioned topic's partitions in one answer). A topic whose stats cannot be read is left out (the signal
+        sees the others); none read leaves the window without a reading."""
+        by_topic: dict[TopicName, list[str]] = {}
         for destination in sorted(self._destinations):
+            name = TopicName.parse(destination)
+            by_topic.setdefault(name.base, []).append(destination)
+        total, read = 0, 0
+        for topic, written in by_topic.items():
             try:
-                total += pending_adds(self._admin.internal_stats(TopicName.parse(destination)))
-                read += 1
+                if written == [str(topic)]:  # not partitioned
+                    stats = {str(topic): self._admin.internal_stats(topic)}
+                else:
+                    stats = self._admin.partitioned_internal_stats(topic)
             except Exception as e:  # a stats outage is no congestion, and never fails a write
-                log.debug("adaptiveThrottling: no internal stats of %s: %s", destination, e)
+                log.debug("adaptiveThrottling: no internal stats of %s: %s", topic, e)
+                continue
+            for destination in written:
+                if destination in stats:
+                    total += pending_adds(stats[destination])
+                    read += 1
         if read:
             self._pending.observe_total(self._clock(), total)
 

@@ -21,6 +21,7 @@ from pulsar_throttled_source.writing.write_quota import PublishPermits, WriteQuo
 
 P0 = "persistent://public/default/t-partition-0"
 P1 = "persistent://public/default/t-partition-1"
+TOPIC = "persistent://public/default/t"
 
 
 class Stats:
@@ -38,6 +39,10 @@ class Stats:
         if str(partition) not in self.pending:
             raise RuntimeError("404")
         return {"pendingAddEntriesCount": self.pending[str(partition)]}
+
+    def partitioned_internal_stats(self, topic: TopicName) -> dict[str, dict[str, Any]]:
+        self.asked.append(f"{topic} partitions")
+        return {p: {"pendingAddEntriesCount": n} for p, n in self.pending.items() if TopicName.parse(p).base == topic}
 
     def close(self) -> None:
         pass
@@ -81,13 +86,14 @@ def test_pending_adds_on_the_partitions_written_lower_m_and_the_quota_follows(st
         return n - 1  # the last take waited into the next window
 
     assert sent_in_one_window(P0) == 100  # clear: m = 1
-    assert stats.asked == [P0, P0]  # the partitions written to, once per controller window (the last take began the next)
+    # The topic of the partitions written to, once per controller window (the last take began the next).
+    assert stats.asked == [f"{TOPIC} partitions"] * 2
     permits.take(P1, 10)  # same window: decided already, nothing asked
-    assert stats.asked == [P0, P0]
+    assert stats.asked == [f"{TOPIC} partitions"] * 2
     stats.pending[P0] = 50  # the bookies fall behind on what this worker writes
     clock.advance(1)
     assert sent_in_one_window(P0) == 50  # pendingAdds fired (50 >= 8 and 2x the running minimum 0): m = 0.5
-    assert stats.asked[2:4] == [P0, P1]
+    assert set(stats.asked) == {f"{TOPIC} partitions"}  # each window: one request for both partitions written to
     assert congestion.controller.last is not None and congestion.controller.last.named("fired") == ["pendingAdds"]
     # The decision is the cluster's, in the shared store: a reader or another worker on the same store starts from it.
     with store.transaction() as tx:
@@ -101,3 +107,4 @@ def test_a_partition_whose_stats_cannot_be_read_is_no_congestion(stats):
     assert congestion.multiplier("persistent://public/default/gone") == 1.0
     clock.advance(1)
     assert congestion.multiplier("persistent://public/default/gone") == 1.0  # increase from the ceiling: still 1
+    assert stats.asked == ["persistent://public/default/gone"] * 2  # an unpartitioned topic: its own stats, refused
