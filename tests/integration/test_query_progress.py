@@ -88,19 +88,27 @@ def test_lag_falls_batch_by_batch_to_0_with_a_time_lag_of_the_messages_left_then
         behind.append(r["entriesBehindLatest"])
     assert behind == sorted(behind, reverse=True) and behind[-1] == 0 and len(behind) >= 3, behind
 
-    # Time lag: the age, when the batch was planned, of the oldest message a later batch delivered.
+    # Time lag: the age, when the batch was planned, of the oldest message a later batch delivered. While the
+    # lookup of a new first unread entry is still out (a busy machine), the report keeps an earlier first unread
+    # entry's publish time (metadata/publish_times.py): over-stated, never under-stated. So each figure must be
+    # the age of the first unread message after this batch or after an earlier one, and never below the first.
     published = {b: [(r.partition, r.publishTime.timestamp()) for r in rows] for b, rows in sink.batches.items()}
+    oldest_after = {b: min((t for later, rows in published.items() if later > b for _, t in rows), default=None)
+                    for b in [-1, *published]}  # -1: before the first batch
     checked = 0
     for p in progress:
-        later = [t for b, rows in published.items() if b > p["batchId"] for _, t in rows]
         r = report_of(p)
-        if not later:
+        oldest = oldest_after.get(p["batchId"])
+        if oldest is None:
             assert r["secondsBehindLatest"] == 0.0
             continue
-        oldest = min(later)
         earliest, latest = planned_at(p)
-        assert earliest - oldest - 0.5 <= r["secondsBehindLatest"] <= latest - oldest + 0.5, (p["batchId"], r, earliest - oldest)
-        print(f"batch {p['batchId']}: {r['entriesBehindLatest']} behind, time lag {r['secondsBehindLatest']} s, "
+        seconds = r["secondsBehindLatest"]
+        assert seconds >= earliest - oldest - 0.2, (p["batchId"], r, earliest - oldest)  # never under-stated
+        candidates = [o for b, o in oldest_after.items() if b <= p["batchId"] and o is not None]
+        assert any(earliest - o - 0.2 <= seconds <= latest - o + 0.2 for o in candidates), \
+            (p["batchId"], r, [(round(earliest - o, 3), round(latest - o, 3)) for o in candidates])
+        print(f"batch {p['batchId']}: {r['entriesBehindLatest']} behind, time lag {seconds} s, "
               f"expected {earliest - oldest:.3f}..{latest - oldest:.3f} s")
         checked += 1
     assert checked >= 2
