@@ -22,6 +22,7 @@ from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, loa
 from .cluster_process import member_command, run_metadata_setup, spawn, wait_ready, write_member_conf
 from .cluster_security import ClusterSecurity, ensure_security, secured_info, security_of
 from .data_dir_state import pid_alive
+from .disk_room import check_disk_room
 from .distribution import cache_dir, check_java, resolve_broker_jars
 
 STATE_FILE = "cluster-state.json"
@@ -104,6 +105,7 @@ def start_cluster(data_dir: str | Path | None = None, settings: ClusterSettings 
     data = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="pulsar-cluster-"))
     data.mkdir(parents=True, exist_ok=True)
     data = data.resolve()
+    check_disk_room(data)
     running = {name: pid for name, pid in _read_pids(data).items() if pid_alive(pid)}
     if running:
         raise BrokerError(f"A cluster already runs on data dir {data} ({', '.join(running)}); stop it first.")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, Member
 from .cluster_security import broker_security_conf, metadata_setup_tls_args, proxy_security_conf, tls_target_ports
+from .disk_room import bookie_disk_settings
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,8 @@ def bookie_conf(layout: ClusterLayout, bookie: Member, settings: ClusterSettings
         "numReadWorkerThreads": 2,
         "serverNumIOThreads": 2,
         "entryLogSizeLimit": 67108864,
-        # A fuller disk must not turn a test's bookies read-only.
-        "diskUsageThreshold": 0.99,
-        "diskUsageWarnThreshold": 0.98,
+        # A fuller disk must not turn a test's bookies read-only (the launcher checks the room: disk_room.py).
+        **bookie_disk_settings(),
     }
 
 

@@ -22,6 +22,7 @@ from .cluster_config import ClusterSettings, conf_for, metadata_setup_args, rend
 from .cluster_layout import BOOKIE, BROKER, PROXY, ZOOKEEPER, ClusterLayout, Member
 from .cluster_security import readiness_request
 from .config import LOG4J2_XML
+from .disk_room import java_temp_dir
 from .process import JAVA_OPENS
 
 MAIN_CLASSES = {
@@ -89,7 +90,7 @@ def spawn(layout: ClusterLayout, member: Member, command: list[str]) -> subproce
 def member_command(java: str, lib: Path, layout: ClusterLayout, member: Member, conf: Path,
                    jvm_options: list[str]) -> list[str]:
     return java_command(java, lib, member.role, [*CONF_FLAGS[member.role], str(conf)], log4j_conf(layout),
-                        jvm_options)
+                        [*jvm_options, f"-Djava.io.tmpdir={java_temp_dir(layout.data_dir)}"])
 
 
 def run_metadata_setup(java: str, lib: Path, layout: ClusterLayout, settings: ClusterSettings,
@@ -97,7 +98,8 @@ def run_metadata_setup(java: str, lib: Path, layout: ClusterLayout, settings: Cl
     """Initialise the cluster's metadata as an operator does, once ZooKeeper answers (idempotent: a cluster
     started again on its data dir finds it there)."""
     log = layout.data_dir / "initialize-cluster-metadata.log"
-    command = java_command(java, lib, "setup", metadata_setup_args(layout, settings), log4j_conf(layout), jvm_options)
+    command = java_command(java, lib, "setup", metadata_setup_args(layout, settings), log4j_conf(layout),
+                           [*jvm_options, f"-Djava.io.tmpdir={java_temp_dir(layout.data_dir)}"])
     with open(log, "ab") as out:
         try:
             done = subprocess.run(command, cwd=layout.data_dir, stdout=out, stderr=subprocess.STDOUT,

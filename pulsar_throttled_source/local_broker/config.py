@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from .broker_error import BrokerError
+from .disk_room import bookie_disk_settings
 from .tokens import ADMIN_ROLE
 
 LOG4J2_XML = """<?xml version="1.0" encoding="UTF-8"?>
@@ -50,6 +51,8 @@ def standalone_conf(ports: dict[str, int], max_entries_per_ledger: int | None, a
         "dbStorage_readAheadCacheMaxSizeMb": 32,
         "dbStorage_rocksDB_blockCacheSize": 33554432,
         "journalSyncData": "false",
+        # The standalone's bookie reads this file too: a fuller disk must not turn it read-only (disk_room.py).
+        **bookie_disk_settings(),
         # Every stop waits out the broker's event loops' quiet period: a quarter of this, at most 5 s (5 s with the
         # default 60 s), 1.5 s here. Topics and their ledgers are closed before it; only idle threads wait on it.
         "brokerShutdownTimeoutMs": 6000,

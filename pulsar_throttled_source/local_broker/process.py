@@ -20,6 +20,7 @@ from . import class_archive
 from .broker_error import BrokerError
 from .config import write_conf
 from .data_dir_state import BrokerInfo, pid_alive, ports_for, read_state, resolve_data_dir, write_state
+from .disk_room import check_disk_room, java_temp_dir
 from .distribution import cache_dir, check_java, resolve_broker_jars
 from .tls import TlsFiles
 from .tokens import ensure_admin_token
@@ -81,6 +82,7 @@ def start(
     data = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="pulsar-standalone-"))
     data.mkdir(parents=True, exist_ok=True)
     data = data.resolve()
+    check_disk_room(data)
     existing = read_state(data)
     if existing and pid_alive(existing["pid"]):
         raise BrokerError(f"A broker already runs on data dir {data} (pid {existing['pid']}); stop it first.")
@@ -96,6 +98,8 @@ def start(
         "-Dio.netty.tryReflectionSetAccessible=true",
         f"-Dlog4j.configurationFile={log4j}",
         "-Dpulsar.allocator.exit_on_oom=true",
+        # Its temp files (RocksDB's native library, ~13 MB a start, left behind by a killed JVM) go with its data.
+        f"-Djava.io.tmpdir={java_temp_dir(data)}",
         "-cp", f"{lib}/*",
         "org.apache.pulsar.PulsarStandaloneStarter",
         "--config", str(conf),
