@@ -32,7 +32,7 @@ own address, token (RS256, OAuth2-style) authentication; the JSON line gains "se
 files), `cluster.security.token(role)` issues a token.
 
 Modules: distribution (Java check, Maven resolution of the jars), config (standalone.conf), tokens (token auth), tls,
-data_dir_state (what a data dir remembers), process (start/stop/status), class_archive (the class-data archive that makes
+data_dir_state (what a data dir remembers), disk_room (room on the bookies' disk, JVM temp files), process (start/stop/status), class_archive (the class-data archive that makes
 starts faster), broker (LocalBroker), broker_error (BrokerError, for what a person can fix), __main__ (the CLI); the
 cluster's: cluster_layout (which member runs where: addresses and ports, kept in the data dir), cluster_config (each
 role's config file and the metadata set-up's arguments), cluster_process (each member's JVM, its start and the

@@ -119,8 +119,8 @@ class BatchAdmission:
         sizes = self._backlog_sizes
         return PartitionDemand(partition=partition, subscription=o.subscription, backlog_entries=entries,
                                bytes_for=backlog.bytes_for,
-                               learn_entries=sizes.learner(partition, backlog),
-                               estimate_entries=partial(sizes.estimate, partition, backlog),
+                               learn_backlog=sizes.learner(partition, backlog),
+                               estimate_backlog=partial(sizes.estimate, partition, backlog),
                                publish_rate_msgs=rate_msgs, publish_rate_bytes=rate_bytes,
                                topic_rates=tuple(topic_rates), subscription_rates=tuple(sub_rates))
 

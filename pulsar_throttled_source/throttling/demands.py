@@ -24,14 +24,14 @@ class PartitionDemand:
     subscription: str
     backlog_entries: int  # entries available beyond the current start (>= 0)
     bytes_for: Callable[[int], float]  # bytes of the first k backlog entries by ledger averages (0 -> 0)
-    learn_entries: LearnBacklog | None  # the messages and bytes of the entries a window could admit
+    learn_backlog: LearnBacklog | None  # the messages and bytes of the entries a window could admit
     publish_rate_msgs: float = 0.0  # msgs/s published (for relative rates)
     publish_rate_bytes: float = 0.0  # bytes/s published
     topic_rates: tuple[tuple[str, Rate], ...] = ()  # (origin, rate) pairs, all ANDed
     subscription_rates: tuple[tuple[str, Rate], ...] = ()  # same for the subscription level
     # What the partition's entries are thought to hold without looking any up (None: nothing known);
     # large plans price partitions far below their quotas by it (see headroom).
-    estimate_entries: Callable[[], LearnedBacklog | None] | None = None
+    estimate_backlog: Callable[[], LearnedBacklog | None] | None = None
 
 
 @dataclass(frozen=True, slots=True)

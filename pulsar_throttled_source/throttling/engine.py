@@ -4,7 +4,7 @@ Each plan() call estimates, picks the buckets every demand charges, then loads, 
 charges them in one store transaction, so concurrent planners on a host cannot over-admit; it answers
 a QuotaPlan, what it admitted and what it charged per level (nothing of a plan is kept for a caller to read after).
 What the engine touches outside itself is given to it: the store, the clock, and each demand's
-callbacks (bytes_for, learn_entries, estimate_entries), which may ask the broker about entries
+callbacks (bytes_for, learn_backlog, estimate_backlog), which may ask the broker about entries
 (metadata.backlog_sizes); tests give it a fake clock and fake callbacks. One engine belongs to one query; it is not meant to be called from two threads
 at once. With adaptiveThrottling, ``multiplier`` (a controller.CongestionController's) scales every quota of a plan:
 the quotas are ceilings, and a window admits at most m x each of them (debt repays at m x the quota too).

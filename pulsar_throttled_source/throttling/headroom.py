@@ -41,7 +41,7 @@ def estimates_far_from_quota(demands: Sequence[PartitionDemand], specs: Sequence
     now; a bucket not in it (never charged by this engine) keeps its partitions on the usual path.
     Only demands that would be priced entry by entry are estimated (a message quota in precise
     mode, or a byte quota): batch mode with message quotas counts entries and asks nothing."""
-    estimates = [demand.estimate_entries() if demand.estimate_entries is not None and _priced(demand_specs, precise)
+    estimates = [demand.estimate_backlog() if demand.estimate_backlog is not None and _priced(demand_specs, precise)
                  else None for demand, demand_specs in zip(demands, specs, strict=True)]
     charges: dict[str, _Charge] = {}
     for demand, demand_specs, estimate in zip(demands, specs, estimates, strict=True):

@@ -1,7 +1,7 @@
 """One partition's admission while the passes (allocation) work it out: whether throttling applies to it,
 how its entries convert to messages and bytes, and what it has been admitted so far, charged to its buckets.
 
-Building one (new_plan) may call the demand's learn_entries, which may look entries up on the broker:
+Building one (new_plan) may call the demand's learn_backlog, which may look entries up on the broker:
 the engine builds every plan before it locks the buckets.
 """
 
@@ -99,11 +99,11 @@ def new_plan(
     learned = LearnedBacklog()
     if estimate is not None and reason is None:
         learned = estimate
-    elif backlog and demand.learn_entries is not None and (msg_quotas or byte_quotas):
+    elif backlog and demand.learn_backlog is not None and (msg_quotas or byte_quotas):
         # No window admits more than the tightest quota (plus an entry): learning the entries that
         # hold that much prices every admission by what it reads. (Unthrottled, one entry's
         # values price what is charged.)
-        learned = demand.learn_entries(min(msg_quotas, default=0.0) if reason is None else 0.0,
+        learned = demand.learn_backlog(min(msg_quotas, default=0.0) if reason is None else 0.0,
                                        min(byte_quotas, default=0.0) if reason is None else 0.0)
     # Precise mode counts what the entries hold wherever they were looked up (for a byte quota too),
     # so a plan's messages, charged and reported, are never its entry count under another name.

@@ -150,7 +150,7 @@ def demand(
         subscription=subscription_name,
         backlog_entries=backlog,
         bytes_for=lambda k: float(k * entry_bytes),
-        learn_entries=None if counts is None else _learned_from(counts),
+        learn_backlog=None if counts is None else _learned_from(counts),
         publish_rate_msgs=publish_msgs,
         publish_rate_bytes=publish_bytes,
         topic_rates=topic_rates

@@ -42,7 +42,7 @@ def plan(
         subscription="sub",
         backlog_entries=backlog,
         bytes_for=lambda k: k * entry_bytes,
-        learn_entries=None,
+        learn_backlog=None,
     )
     p = PartitionPlan(
         demand=demand,
@@ -82,7 +82,7 @@ def test_new_plan_prices_entries_and_caps_a_precise_first_read() -> None:
         return LearnedBacklog(BacklogValues((7,) * 3))
 
     d = plan(backlog=50).demand
-    known_demand = replace(d, learn_entries=seven_each)
+    known_demand = replace(d, learn_backlog=seven_each)
     assert new_plan(known_demand, 0, [_spec(10)], batch, False).msgs_per_entry == 1.0 and asked == []
     first = new_plan(d, 0, [_spec(10)], precise, False)
     assert (first.msgs_per_entry, first.max_entries) == (1.0, 1)
@@ -98,7 +98,7 @@ def test_new_plan_admits_no_further_than_the_entries_known_before_one_still_look
     batch = QuotaConfig(source=Rate(), mode="batch")
     d = plan(backlog=50).demand
     for reach, cap in ((3, 3), (0, 1)):  # at least one entry, as when nothing is known
-        late = replace(d, learn_entries=lambda m, s, r=reach: LearnedBacklog(BacklogValues((7,) * 3), reach=r))
+        late = replace(d, learn_backlog=lambda m, s, r=reach: LearnedBacklog(BacklogValues((7,) * 3), reach=r))
         assert new_plan(late, 0, [_spec(1_000)], precise, False).max_entries == cap
         assert new_plan(late, 0, [_spec(math.inf, 10_000)], batch, False).max_entries == cap  # bytes too
         assert new_plan(late, 0, [_spec(1_000)], precise, True).max_entries == 50  # unthrottled: not capped
@@ -110,7 +110,7 @@ def test_a_byte_quota_in_precise_mode_charges_and_reports_the_messages_its_entri
     not reported (nor charged) as one message per entry."""
     precise = QuotaConfig(source=Rate(), mode="precise")
     batch = QuotaConfig(source=Rate(), mode="batch")
-    d = replace(plan(backlog=50).demand, learn_entries=lambda m, s: LearnedBacklog(BacklogValues((10,) * 3), BacklogValues((1_100,) * 3)))
+    d = replace(plan(backlog=50).demand, learn_backlog=lambda m, s: LearnedBacklog(BacklogValues((10,) * 3), BacklogValues((1_100,) * 3)))
     by_bytes = new_plan(d, 0, [_spec(math.inf, 40_000)], precise, False)
     assert (by_bytes.msgs(7), by_bytes.max_entries) == (70.0, 50)
     assert new_plan(d, 0, [_spec(math.inf, 40_000)], batch, False).msgs(7) == 7.0  # batch mode: an entry is a message

@@ -38,7 +38,7 @@ def demand(**kwargs: object) -> PartitionDemand:
         subscription="sub",
         backlog_entries=10,
         bytes_for=lambda k: float(k),
-        learn_entries=None,
+        learn_backlog=None,
     )
     return PartitionDemand(**{**defaults, **kwargs})  # type: ignore[arg-type]
 

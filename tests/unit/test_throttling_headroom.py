@@ -39,7 +39,7 @@ class Partition:
 
     def demand(self, topic: Rate) -> PartitionDemand:
         return PartitionDemand(self.name, "sub", self.backlog, lambda k: 100.0 * k, self.learn,
-                               topic_rates=(("options", topic),), estimate_entries=self.estimate)
+                               topic_rates=(("options", topic),), estimate_backlog=self.estimate)
 
 
 def spec(key: str, msgs: float = INF, size: float = INF) -> BucketSpec:
