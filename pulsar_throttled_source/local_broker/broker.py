@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,13 +13,15 @@ from .tls import TlsFiles
 
 class LocalBroker:
     """Context manager: a real standalone broker for the duration of a `with` block. With `tls` it also serves
-    pulsar+ssl:// and https:// (service_url_tls, admin_url_tls) beside the plain URLs."""
+    pulsar+ssl:// and https:// (service_url_tls, admin_url_tls) beside the plain URLs. Without a `data_dir` its
+    data lives in a new temp dir, removed when the block ends (a benchmark's backlog is gigabytes)."""
 
     def __init__(self, data_dir: str | Path | None = None, max_entries_per_ledger: int | None = None,
                  auth_token: bool = False, timeout_s: float = DEFAULT_START_TIMEOUT_S,
                  broker_config: dict[str, str] | None = None, tls: TlsFiles | None = None,
                  ready_token: Callable[[], str] | None = None, jvm_options: list[str] | None = None) -> None:
         self._data_dir = data_dir
+        self._owns_data_dir = data_dir is None  # the launcher makes a temp dir: this broker's to remove
         self._jvm_options = list(jvm_options or [])  # after the launcher's own (process.start)
         self._ready_token = ready_token  # the readiness check's token, where the broker trusts another key (process.start)
         self._tls = tls
@@ -74,3 +77,5 @@ class LocalBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        if self._owns_data_dir and self.info is not None:
+            shutil.rmtree(self.info.dataDir, ignore_errors=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -217,11 +218,13 @@ def cluster_status(data_dir: str | Path | None = None) -> dict[str, Any]:
 
 
 class LocalCluster:
-    """Context manager over a local cluster, for tests: `info` (URLs, pids), `kill(name)` and `restart(name)`."""
+    """Context manager over a local cluster, for tests: `info` (URLs, pids), `kill(name)` and `restart(name)`.
+    Without a `data_dir` its data lives in a new temp dir, removed when the block ends."""
 
     def __init__(self, data_dir: str | Path | None = None, settings: ClusterSettings | None = None,
                  timeout_s: float = DEFAULT_CLUSTER_TIMEOUT_S, jvm_options: list[str] | None = None) -> None:
         self._data_dir = data_dir
+        self._owns_data_dir = data_dir is None  # start_cluster makes a temp dir: this cluster's to remove
         self._settings = settings or ClusterSettings()
         self._timeout_s = timeout_s
         self._jvm_options = jvm_options
@@ -286,3 +289,5 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+        if self._owns_data_dir and self.info is not None:
+            shutil.rmtree(self.info.dataDir, ignore_errors=True)

@@ -46,3 +46,26 @@ def test_the_standalone_bookie_is_given_the_threshold_the_check_assumes() -> Non
 
 def test_java_temp_files_live_in_the_data_dir(tmp_path: Path) -> None:
     assert java_temp_dir(tmp_path) == tmp_path / "tmp" and (tmp_path / "tmp").is_dir()
+
+
+def test_a_broker_without_a_data_dir_removes_its_temp_dir_when_its_block_ends(tmp_path: Path, monkeypatch) -> None:
+    from pulsar_throttled_source.local_broker import broker as broker_module
+    from pulsar_throttled_source.local_broker.data_dir_state import BrokerInfo
+
+    made = tmp_path / "pulsar-standalone-x"
+
+    def fake_start(data_dir, *args, **kwargs) -> BrokerInfo:  # the launcher's own temp dir when given none
+        made.mkdir(exist_ok=True)
+        return BrokerInfo(serviceUrl="pulsar://h:1", adminUrl="http://h:2", pid=1, dataDir=str(data_dir or made))
+
+    monkeypatch.setattr(broker_module, "start", fake_start)
+    monkeypatch.setattr(broker_module, "stop", lambda data_dir: True)
+    with broker_module.LocalBroker() as b:
+        b.restart()  # a restart keeps the data
+        assert made.is_dir()
+    assert not made.exists()
+    kept = tmp_path / "given"
+    kept.mkdir()
+    with broker_module.LocalBroker(data_dir=kept):
+        pass
+    assert kept.is_dir()  # a data dir the caller gave stays
