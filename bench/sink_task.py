@@ -45,10 +45,16 @@ size, batch = spec["size"], spec["batch"]
 
 
 def batches(first, rows):
+    """Values as Spark's bench makes them (the row number in 12 digits, then 'x's), built without a Python object per row."""
+    import numpy as np
     for start in range(first, first + rows, batch):
         n = min(batch, first + rows - start)
-        values = [str(i).zfill(12).encode() + b"x" * (size - 12) for i in range(start, start + n)]
-        yield pa.record_batch([pa.array(values, pa.binary())], names=["value"])
+        data = np.full((n, size), ord("x"), dtype=np.uint8)
+        digits = np.char.zfill(np.arange(start, start + n).astype("U12"), 12).astype("S12")
+        data[:, :12] = np.frombuffer(digits.tobytes(), dtype=np.uint8).reshape(n, 12)
+        offsets = pa.py_buffer(np.arange(0, (n + 1) * size, size, dtype=np.int32).tobytes())
+        values = pa.Array.from_buffers(pa.binary(), n, [None, offsets, pa.py_buffer(data.tobytes())])
+        yield pa.record_batch([values], names=["value"])
 
 
 options = parse_write_options(spec["options"])
@@ -99,6 +105,7 @@ def main() -> None:
     parser.add_argument("--variant", action="append", default=[], help="NAME=LIBRARY (or NAME=installed)")
     parser.add_argument("--env", action="append", default=[], help="NAME:K=V, an environment variable for one variant")
     parser.add_argument("--option", action="append", default=[], help="NAME:K=V, a sink option for one variant")
+    parser.add_argument("--perf", default="", help="record each pass with `perf record -g` into DIR/<variant>-<round>.data")
     args = parser.parse_args()
     variants = dict(v.split("=", 1) for v in args.variant) or {"installed": "installed"}
     envs, extra = _pairs(args.env, "env"), _pairs(args.option, "option")
@@ -128,8 +135,11 @@ def main() -> None:
                 if variants[name] != "installed":
                     env[LIBRARY_ENV] = variants[name]
                 spec = {"options": options, "rows": args.rows, "warm": args.warm, "size": args.size, "batch": args.batch}
-                done = subprocess.run([sys.executable, "-c", CHILD], input=json.dumps(spec), env=env, capture_output=True,
-                                      text=True, timeout=3600)
+                command = [sys.executable, "-c", CHILD]
+                if args.perf:
+                    os.makedirs(args.perf, exist_ok=True)
+                    command = ["perf", "record", "-q", "-F", "499", "-g", "-o", f"{args.perf}/{name}-{r + 1}.data", "--", *command]
+                done = subprocess.run(command, input=json.dumps(spec), env=env, capture_output=True, text=True, timeout=3600)
                 lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
                 if done.returncode != 0 or not lines:
                     raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
