@@ -218,6 +218,8 @@ def main() -> None:
     parser.add_argument("--cores", type=int, default=2, help="local[N] for both sides")
     parser.add_argument("--tasks", type=int, default=2, help="Spark partitions of the DataFrame (write tasks)")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--jvm-option", action="append", default=[],
+                        help="K=V, an option for pulsar-spark's sink only (e.g. pulsar.producer.blockIfQueueFull=true)")
     parser.add_argument("--only", choices=(*SENDERS, "jvm", *BASELINES), action="append", help="run only these kinds (repeatable)")
     args = parser.parse_args()
     kinds = args.only or [*SENDERS, *(["jvm"] if args.jar else [])]
@@ -246,6 +248,8 @@ def main() -> None:
             options = {"service.url": broker.service_url, "admin.url": admin, "topic": topic}
             if kind != "jvm":
                 options.update(deliveryGuarantee=guarantee, sendPath=send_path)
+            else:
+                options.update(dict(o.split("=", 1) for o in args.jvm_option))
             if guarantee == "effectivelyOnce":
                 options["sinkId"] = f"bench-{passes}"
             side = sides["jvm" if kind == "jvm" else "ours"]

@@ -90,6 +90,10 @@ PAR_EXPORT void *par_client_create(const char *service_url, const char *const *n
     pulsar_authentication_t *auth = NULL;
     const char *auth_plugin = NULL, *auth_params = NULL;
     p_pulsar_client_configuration_set_logger(conf, log_warnings, NULL);
+    /* No producer or consumer statistics unless asked (stats_interval_in_seconds): libpulsar only ever logs them at
+     * INFO, which log_warnings drops, and keeping them costs every message a lock and two percentile updates on the
+     * client's I/O thread (the sink's native sender: bench/README.md "jvm_sink.py"). */
+    p_pulsar_client_configuration_set_stats_interval_in_seconds(conf, 0);
     for (int i = 0; i < n; i++) {
         const char *name = names[i], *value = values[i];
         const setting_t *setting = find_setting(CLIENT_SETTINGS, N_CLIENT_SETTINGS, name);

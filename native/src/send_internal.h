@@ -12,7 +12,9 @@
  * A task (pns_task_t) holds the destinations (one producer per partition, set by Python once opened), the round
  * robin's next partition and the answers. One batch is first routed (pns_route: every row's destination, and
  * whether the batch holds anything the sender does not encode), then sent (pns_send). Every buffer read is bounds
- * checked against the sizes Python passes (the Arrow buffers' own); a bad buffer is refused, never read past.
+ * checked against the sizes Python passes (the Arrow buffers' own); a bad buffer is refused, never read past. The
+ * values a pns_send call sends are copied once into a block its messages point into (sending.c: payloads), so no
+ * Arrow buffer is read after the call returns and no payload is allocated per message.
  *
  * Pacing: a task keeps no more sends in flight than the broker confirmed lately (pns_task_pace), as the Python sender
  * does, so a send waits its turn in pns_send rather than in the producer's queue, where its timeout would run.
@@ -65,6 +67,7 @@ typedef void (*pulsar_send_callback)(pulsar_result, pulsar_message_id_t *, void 
     X(void, pulsar_producer_free, (pulsar_producer_t *))                                                          \
     X(pulsar_message_t *, pulsar_message_create, (void))                                                          \
     X(void, pulsar_message_set_content, (pulsar_message_t *, const void *, size_t))                               \
+    X(void, pulsar_message_set_allocated_content, (pulsar_message_t *, void *, size_t))                           \
     X(void, pulsar_message_set_partition_key, (pulsar_message_t *, const char *))                                 \
     X(void, pulsar_message_set_ordering_key, (pulsar_message_t *, const char *))                                  \
     X(void, pulsar_message_set_event_timestamp, (pulsar_message_t *, uint64_t))                                   \
@@ -126,6 +129,10 @@ int32_t java_string_hash(const uint8_t *s, int64_t n);
 #define PACE_BUCKETS 32
 
 typedef struct pns_task pns_task_t;
+/* Memory a send may still be read from after its failed answer (sending.c's payloads): kept until the task is freed. */
+typedef struct kept {
+    struct kept *next;
+} kept_t;
 typedef struct {
     pns_task_t *task;
     int32_t index;
@@ -138,7 +145,7 @@ struct pns_task {
     pthread_mutex_t lock;
     pthread_cond_t answered_cond;
     int64_t refs;     /* under lock: Python's one, and one per unanswered send */
-    int64_t sent;     /* under lock */
+    int64_t sent;     /* the task's thread's alone (pns_send counts, pns_wait and the pacing read it there) */
     int64_t answered; /* under lock, added to atomically: the pacing reads it without */
     int32_t error;    /* the first failed send's pulsar_result (0: none), under lock; read atomically */
     int32_t error_lane;
@@ -149,6 +156,7 @@ struct pns_task {
     int32_t single;          /* UseSinglePartition */
     int64_t next;            /* round robin */
     char *scratch[2]; /* a key (and a property's value) made C strings */
+    kept_t *kept;     /* under lock: freed with the task */
     int64_t scratch_cap[2];
     /* Pacing (pns_task_pace): no more sends in flight than the broker confirmed in the last window (a quarter of the
      * send timeout), at least pace_min; 0: no pacing. The bound is the task thread's, taken under the lock and kept

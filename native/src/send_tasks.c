@@ -41,6 +41,11 @@ static void task_release(pns_task_t *t) {
     pthread_mutex_destroy(&t->lock);
     free(t->scratch[0]);
     free(t->scratch[1]);
+    while (t->kept != NULL) {
+        kept_t *next = t->kept->next;
+        free(t->kept);
+        t->kept = next;
+    }
     free(t);
 }
 

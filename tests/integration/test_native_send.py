@@ -2,7 +2,8 @@
 a write task's Arrow batches (sliced, large_binary values, every field, a message without payload) sent through a
 build of the library with -fsanitize=address; an effectively-once task sent twice and then longer (the broker's
 last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL
-character); a send the broker refuses (a payload over maxMessageSize). Every topic is read back: the exact
+character); a send the broker refuses (a payload over maxMessageSize); batches overwritten once the writer moved on
+(the library must not read a batch after its send call). Every topic is read back: the exact
 multiset of messages, nothing lost or doubled. Spark's own runs of both senders are in test_sink.py."""
 
 from __future__ import annotations
@@ -44,16 +45,31 @@ def batches(rows, size):
     return [whole.slice(i, size) for i in range(0, whole.num_rows, size)]  # slices: buffers with offsets
 
 
-def run(name, topic, rows, size=64, **extra):
+def scribbled(rows, size):
+    """Batches of their own buffers, each overwritten once the writer asks for the next (as Spark reuses them): what
+    the library sends must not be read from a batch after its send call returned."""
+    import ctypes
+    previous = None
+    for i in range(0, len(rows), size):
+        if previous is not None:
+            for buf in previous.column(1).buffers():
+                if buf is not None:
+                    ctypes.memset(buf.address, 0x23, buf.size)
+        previous = batches(rows[i:i + size], size)[0]
+        yield previous
+
+
+def run(name, topic, rows, size=64, scribble=False, **extra):
     try:
-        done = write_batches(batches(rows, size), parse_write_options(base | {"topic": topic} | extra), write_columns(FIELDS, True), 3)
+        made = scribbled(rows, size) if scribble else batches(rows, size)
+        done = write_batches(made, parse_write_options(base | {"topic": topic} | extra), write_columns(FIELDS, True), 3)
         print("case", json.dumps({"case": name, "total": done.total, "skipped": done.skipped}), flush=True)
     except Exception as e:
         print("case", json.dumps({"case": name, "error": f"{type(e).__name__}: {e}"}), flush=True)
 
 
 for name, case in spec["cases"].items():
-    run(name, case["topic"], case["rows"], **case.get("options", {}))
+    run(name, case["topic"], case["rows"], scribble=case.get("scribble", False), **case.get("options", {}))
 '''
 
 
@@ -94,7 +110,7 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     once = [_row(i) for i in range(300)]
     failing = every[:150] + [_row(150, oversize=200_000)] + every[151:200]
     topics = {name: create_topic(admin, f"{namespace}/{name}", n) for name, n in
-              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2))}
+              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("scribbled", 3), ("once-scribbled", 2))}
     eo = {"deliveryGuarantee": "effectivelyOnce", "sinkId": f"asan-{unique}"}
     cases = {
         "every": {"topic": topics["every"], "rows": every},
@@ -103,6 +119,10 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
         "once-2": {"topic": topics["once"], "rows": once[:200], "options": eo},  # a retry: everything skipped
         "once-3": {"topic": topics["once"], "rows": once, "options": eo},  # a longer retry: only the new rows sent
         "failing": {"topic": topics["failing"], "rows": failing},
+        # each batch's value buffer overwritten after its send call (batched: the messages wait for their batch to close)
+        "scribbled": {"topic": topics["scribbled"], "rows": every, "scribble": True},
+        "once-scribbled": {"topic": topics["once-scribbled"], "rows": once, "scribble": True,
+                           "options": eo | {"sinkId": f"asan-scribbled-{unique}"}},
     }
     encoded = {name: {**case, "rows": [{**r, "value": r["value"].decode("latin-1") if r["value"] else None} for r in case["rows"]]}
                for name, case in cases.items()}
@@ -117,3 +137,6 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     assert _read(pulsar_client, topics["once"]) == _expected(once)  # every row once
     assert "MessageTooBig" in results["failing"]["error"] and topics["failing"] in results["failing"]["error"]
     assert _read(pulsar_client, topics["failing"]) == _expected(every[:150])  # nothing after the failed send
+    assert results["scribbled"]["total"] == 500 and results["once-scribbled"]["total"] == 300
+    assert _read(pulsar_client, topics["scribbled"]) == _expected(every)
+    assert _read(pulsar_client, topics["once-scribbled"]) == _expected(once)
