@@ -58,6 +58,44 @@ PAR_EXPORT int pns_task_set_producer(void *task, int32_t lane, void *producer, i
     return 0;
 }
 
+/* effectivelyOnce's batch cuts (writing/batch_cuts.py): a batch ends after `max_messages` rows (the producer's own cut:
+ * its batchingMaxMessages) or after the row whose payloads reach `max_bytes` (a flush); 0: none (pns_send skips the rows
+ * at or below a lane's last persisted id). */
+PAR_EXPORT int pns_task_cuts(void *task, int64_t max_messages, int64_t max_bytes) {
+    pns_task_t *t = task;
+    if (t == NULL || max_messages < 0 || max_bytes < 0 || (max_messages > 0 && max_bytes == 0)) return -1;
+    t->cut_messages = max_messages;
+    t->cut_bytes = max_bytes;
+    return 0;
+}
+
+int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut) {
+    int64_t last = lane->last_persisted;
+    *cut = 0;
+    if (t->cut_messages <= 0) return sequence_id <= last;
+    if (lane->cut_count > 0 && sequence_id > last && lane->cut_first < last)
+        lane->cut_count = lane->cut_bytes = 0; /* the batch holding L was cut elsewhere: the first row above L starts one */
+    if (lane->cut_count == 0) lane->cut_first = sequence_id;
+    int skip = sequence_id <= last || lane->cut_first == last;
+    lane->cut_count++;
+    lane->cut_bytes += size;
+    if (!skip) {
+        lane->held++;
+        t->held++;
+    }
+    if (lane->cut_count < t->cut_messages && lane->cut_bytes < t->cut_bytes) return skip;
+    *cut = lane->held > 0 && lane->cut_count < t->cut_messages; /* at cut_messages the producer cuts it itself */
+    t->held -= lane->held;
+    lane->cut_count = lane->cut_bytes = lane->held = 0;
+    return skip;
+}
+
+/* A cut's flush answered: each message's own callback reports its send. */
+void flushed(pulsar_result result, void *ctx) {
+    (void)result;
+    (void)ctx;
+}
+
 PAR_EXPORT int64_t pns_task_next_partition(void *task) { return ((pns_task_t *)task)->next; }
 
 /* Pace the task's sends to the broker's confirmations (writing/confirmations.py's rule, for the same reason: libpulsar
@@ -109,7 +147,7 @@ void pace(pns_task_t *t) {
     t->waiting = 1;
     for (;;) {
         now = monotonic_ns();
-        if (t->error != 0 || t->sent - t->answered < confirmed_since(t, now - t->pace_window_ns, now)) break;
+        if (t->error != 0 || t->sent - t->answered - t->held < confirmed_since(t, now - t->pace_window_ns, now)) break;
         struct timespec until; /* an answer wakes it; the timeout only bounds a wait that one could miss */
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100000000;
