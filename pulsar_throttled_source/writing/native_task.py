@@ -16,8 +16,8 @@ from typing import Any
 
 from ..reading.client_cache import drop_native_client, native_client_for
 from ..topics import TopicName
-from .confirmations import MIN_IN_FLIGHT
 from .batch_cuts import LaneCuts, TaskCuts
+from .confirmations import MIN_IN_FLIGHT
 from .effectively_once import ProducerIdentity
 from .native_sender import BatchColumns, NativeSender, TaskState, setting_text
 from .producers import ProducerCache
