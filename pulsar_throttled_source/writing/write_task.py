@@ -158,7 +158,7 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
             send, lane_cuts, callback, flush = lane
             sequence_id = identity.sequence_id(position) if identity is not None else None
             cut = False
-            if lane_cuts is not None:
+            if lane_cuts is not None and sequence_id is not None:
                 skip, cut = lane_cuts.place(sequence_id, len(m.value or b""))
                 if skip:
                     skipped += 1  # persisted by an earlier attempt of this task
