@@ -181,8 +181,10 @@ int64_t monotonic_ns(void);
 void pace(pns_task_t *t);
 void on_sent(pulsar_result result, pulsar_message_id_t *id, void *ctx);
 /* effectivelyOnce: place the lane's next row (sequence id, payload bytes) in its batches; 1 when it is skipped, and
- * *cut set when the sender must end the batch after sending it (a flush). */
-int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut);
+ * *cut set when the sender must end the batch after sending it (a flush); *closes: the row ends its batch. A row sent
+ * is counted by lane_sent after the send (before it, the rows of its batch wait for it, not for the broker). */
+int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut, int *closes);
+void lane_sent(pns_task_t *t, lane_t *lane, int closes);
 void flushed(pulsar_result result, void *ctx);
 
 #endif

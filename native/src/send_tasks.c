@@ -69,9 +69,9 @@ PAR_EXPORT int pns_task_cuts(void *task, int64_t max_messages, int64_t max_bytes
     return 0;
 }
 
-int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut) {
+int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut, int *closes) {
     int64_t last = lane->last_persisted;
-    *cut = 0;
+    *cut = *closes = 0;
     if (t->cut_messages <= 0) return sequence_id <= last;
     if (lane->cut_count > 0 && sequence_id > last && lane->cut_first < last)
         lane->cut_count = lane->cut_bytes = 0; /* the batch holding L was cut elsewhere: the first row above L starts one */
@@ -79,15 +79,21 @@ int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, i
     int skip = sequence_id <= last || lane->cut_first == last;
     lane->cut_count++;
     lane->cut_bytes += size;
-    if (!skip) {
+    if (lane->cut_count < t->cut_messages && lane->cut_bytes < t->cut_bytes) return skip;
+    *closes = 1;
+    *cut = !skip && lane->cut_count < t->cut_messages; /* at cut_messages the producer cuts it itself */
+    lane->cut_count = lane->cut_bytes = 0;
+    return skip;
+}
+
+void lane_sent(pns_task_t *t, lane_t *lane, int closes) {
+    if (closes) {
+        t->held -= lane->held;
+        lane->held = 0;
+    } else {
         lane->held++;
         t->held++;
     }
-    if (lane->cut_count < t->cut_messages && lane->cut_bytes < t->cut_bytes) return skip;
-    *cut = lane->held > 0 && lane->cut_count < t->cut_messages; /* at cut_messages the producer cuts it itself */
-    t->held -= lane->held;
-    lane->cut_count = lane->cut_bytes = lane->held = 0;
-    return skip;
 }
 
 /* A cut's flush answered: each message's own callback reports its send. */

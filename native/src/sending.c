@@ -86,8 +86,8 @@ static const char *c_string(pns_task_t *t, int which, const uint8_t *p, int64_t 
 
 /* Send rows [first, end) of the batch as routed by pns_route (`dest`), row r with sequence id `sequence_base + r` when
  * sequence_base >= 0 (effectivelyOnce: rows in batches the broker holds are skipped and counted in *skipped, and
- * batches cut where pns_task_cuts says: lane_place), else the producer's own. Stops before the next row once a send failed. Returns the rows handed to
- * the producers; -1 when a lane has no producer or a buffer is too small (nothing is sent then). */
+ * batches cut where pns_task_cuts says: lane_place), else the producer's own. Stops before the next row once a send
+ * failed. Returns the rows handed to the producers; -1 when a lane has no producer or a buffer is too small (nothing is sent then). */
 PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *dest, int64_t dest_size, int64_t first,
                             int64_t end, int64_t sequence_base, int64_t *skipped) {
     pns_task_t *t = task;
@@ -103,10 +103,10 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
         int64_t sequence_id = sequence_base >= 0 ? sequence_base + r : -1;
         const uint8_t *p;
         int64_t len, ms;
-        int cut = 0;
+        int cut = 0, closes = 0;
         if (sequence_id >= 0) {
             int64_t size = string_at(&b->value, r, &p, &len, &ok) ? len : 0;
-            if (lane_place(t, lane, sequence_id, size, &cut)) {
+            if (lane_place(t, lane, sequence_id, size, &cut, &closes)) {
                 (*skipped)++;
                 continue;
             }
@@ -150,6 +150,7 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
         /* Blocks while the producer's queue is full (blockIfQueueFull); the callback may run before it returns. */
         s_pulsar_producer_send_async(lane->producer, msg, on_sent, lane);
         p_pulsar_message_free(msg); /* the producer holds its own reference to the built message */
+        if (sequence_id >= 0) lane_sent(t, lane, closes);
         if (cut) s_pulsar_producer_flush_async(lane->producer, flushed, NULL); /* effectivelyOnce: the batch ends here */
         handed++;
     }

@@ -57,16 +57,18 @@ class TaskCuts:
 class LaneCuts:
     """One producer's batches: the open batch's rows, payload bytes and first sequence id."""
 
-    __slots__ = ("task", "last", "count", "bytes", "first", "held")
+    __slots__ = ("task", "last", "count", "bytes", "first", "held", "closes")
 
     def __init__(self, task: TaskCuts, last_persisted: int) -> None:
         self.task = task
         self.last = last_persisted
         self.count = self.bytes = self.held = 0
         self.first = -1
+        self.closes = False  # the row placed last ends its batch
 
     def place(self, sequence_id: int, size: int) -> tuple[bool, bool]:
-        """The next row of this producer: (skip it, flush after sending it: the sender cuts the batch there)."""
+        """The next row of this producer: (skip it, flush after sending it: the sender cuts the batch there). A row sent
+        is then counted by sent(), after the send (before it, the rows in its batch wait for it, not for the broker)."""
         last = self.last
         if self.count and sequence_id > last and self.first < last:
             self.count = self.bytes = 0  # the batch holding L was cut elsewhere: the first row above L starts a batch
@@ -75,16 +77,19 @@ class LaneCuts:
         skip = sequence_id <= last or self.first == last
         self.count += 1
         self.bytes += size
-        if not skip:
-            self.held += 1
-            self.task.held += 1
-        rule = self.rule_of()
-        if self.count < rule.max_messages and self.bytes < rule.max_bytes:
+        rule = self.task.rule
+        self.closes = self.count >= rule.max_messages or self.bytes >= rule.max_bytes
+        if not self.closes:
             return skip, False
-        flush = self.held > 0 and self.count < rule.max_messages  # at max_messages the client cuts it itself
-        self.task.held -= self.held
-        self.count = self.bytes = self.held = 0
+        flush = not skip and self.count < rule.max_messages  # at max_messages the client cuts it itself
+        self.count = self.bytes = 0
         return skip, flush
 
-    def rule_of(self) -> CutRule:
-        return self.task.rule
+    def sent(self) -> None:
+        """The row placed last was handed to the producer: held in its batch until the batch is cut."""
+        if self.closes:
+            self.task.held -= self.held
+            self.held = 0
+        else:
+            self.held += 1
+            self.task.held += 1

@@ -168,6 +168,8 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
             answers.sending()
             try:
                 send(m, sequence_id, callback)
+                if lane_cuts is not None:
+                    lane_cuts.sent()
                 if cut:
                     flush()  # effectivelyOnce: the batch ends at this row (writing.batch_cuts)
             except Exception as e:

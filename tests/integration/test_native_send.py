@@ -113,9 +113,9 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     topics = {name: create_topic(admin, f"{namespace}/{name}", n) for name, n in
               (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("batched", 2), ("handed-eo", 2))}
     eo = {"deliveryGuarantee": "effectivelyOnce", "sinkId": f"asan-{unique}"}
-    # Batches of 8 rows at most, cut once their payloads reach 40 bytes; a first attempt fails mid-batch on row 150 (a
-    # payload over maxMessageSize fails its whole batch), the retry has row 150's own payload.
-    small = eo | {"pulsar.producer.batchingMaxMessages": "8", "pulsar.producer.batchingMaxAllowedSizeInBytes": "40"}
+    # Batches of 8 rows at most, cut once their payloads reach 12 bytes (3-6 rows of these); a first attempt fails
+    # mid-batch on row 150 (a payload over maxMessageSize fails its whole batch), the retry has row 150's own payload.
+    small = eo | {"pulsar.producer.batchingMaxMessages": "8", "pulsar.producer.batchingMaxAllowedSizeInBytes": "12"}
     handed_eo = handed_over + [_row(i) for i in range(200, 260)]
     unbatched = eo | {"pulsar.producer.batchingEnabled": "false"}
     cases = {
