@@ -111,13 +111,15 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     once = [_row(i) for i in range(300)]
     failing = every[:150] + [_row(150, oversize=200_000)] + every[151:200]
     topics = {name: create_topic(admin, f"{namespace}/{name}", n) for name, n in
-              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("batched", 2), ("handed-eo", 2))}
+              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("batched", 2), ("handed-eo", 2), ("paced", 2))}
     eo = {"deliveryGuarantee": "effectivelyOnce", "sinkId": f"asan-{unique}"}
     # Batches of 8 rows at most, cut once their payloads reach 12 bytes (3-6 rows of these); a first attempt fails
     # mid-batch on row 150 (a payload over maxMessageSize fails its whole batch), the retry has row 150's own payload.
     small = eo | {"pulsar.producer.batchingMaxMessages": "8", "pulsar.producer.batchingMaxAllowedSizeInBytes": "12"}
     handed_eo = handed_over + [_row(i) for i in range(200, 260)]
     unbatched = eo | {"pulsar.producer.batchingEnabled": "false"}
+    # Batches of 100, more than the pacing's minimum in flight: a full batch is in flight once its last row is sent.
+    paced = [_row(i) for i in range(2400)]
     cases = {
         "every": {"topic": topics["every"], "rows": every},
         "handed": {"topic": topics["handed"], "rows": handed_over},
@@ -132,6 +134,7 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
         "handed-eo-1": {"topic": topics["handed-eo"], "rows": handed_eo[:150] + [_row(150, oversize=200_000)] + handed_eo[151:],
                         "options": small},
         "handed-eo-2": {"topic": topics["handed-eo"], "rows": handed_eo, "options": small},
+        "paced": {"topic": topics["paced"], "rows": paced, "options": eo | {"pulsar.producer.batchingMaxMessages": "100"}},
     }
     encoded = {name: {**case, "rows": [{**r, "value": r["value"].decode("latin-1") if r["value"] else None} for r in case["rows"]]}
                for name, case in cases.items()}
@@ -146,6 +149,8 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     assert _read(pulsar_client, topics["once"]) == _expected(once)  # every row once
     assert "MessageTooBig" in results["failing"]["error"] and topics["failing"] in results["failing"]["error"]
     assert _read(pulsar_client, topics["failing"]) == _expected(every[:150])  # nothing after the failed send
+    assert results["paced"]["total"] == len(paced) and _read(pulsar_client, topics["paced"]) == _expected(paced)
+    assert max(Counter(_entries(pulsar_client, topics["paced"]).values())) == 100
     for name, rows in (("batched", once), ("handed-eo", handed_eo)):
         assert "MessageTooBig" in results[f"{name}-1"]["error"], results[f"{name}-1"]
         retry = results[f"{name}-2"]
