@@ -101,7 +101,6 @@ class NativeTask:
             raise ValueError(f"the native sender refused the batch cuts {rule}")
         self.lane_cuts: dict[int, LaneCuts] = {}
         self.open: dict[int, tuple[Any, NativeProducer]] = {}  # lane -> (cache key or None, producer)
-        self.last: dict[int, int] = {}  # lane -> its producer's last persisted sequence id
         self._dest = (ctypes.c_int32 * 0)()
         self._used = (ctypes.c_uint8 * len(self.names))()
 
@@ -125,7 +124,6 @@ class NativeTask:
                 key, producer = None, _open_producer(self.sender, self.options, destination, self.identity.name)
                 last = self.lib.pns_producer_last_sequence_id(producer.handle)
             self.open[lane] = (key, producer)
-            self.last[lane] = last
             if self.cuts is not None:
                 self.lane_cuts[lane] = self.cuts.lane(last)
             self.lib.pns_task_set_producer(self.handle, lane, producer.handle, last)

@@ -120,8 +120,8 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
                   payloads: TopicPayloads | None = None, first_position: int = 0,
                   first_partition: int | None = None) -> SinkCommitMessage:
     """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
-    effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
-    persisted sequence id) are skipped. `payloads`: the feeder's, which made the messages' payloads; the producers
+    effectivelyOnce, batches are cut at fixed rows and the rows of those the broker holds from an earlier attempt
+    skipped (writing.batch_cuts). `payloads`: the feeder's, which made the messages' payloads; the producers
     declare their topics' schemas from it. `first_position` and `first_partition` (the round robin's next): where the
     native sender left a task it handed over (writing.native_write)."""
     cuts = TaskCuts(options.producer.cuts) if options.effectively_once and options.producer.cuts else None
