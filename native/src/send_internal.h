@@ -42,6 +42,7 @@
 typedef struct pulsar_producer pulsar_producer_t;
 typedef struct pulsar_producer_configuration pulsar_producer_configuration_t;
 typedef void (*pulsar_send_callback)(pulsar_result, pulsar_message_id_t *, void *);
+typedef void (*pulsar_flush_callback)(pulsar_result, void *);
 
 #define SENDER_SYMBOLS(X)                                                                                         \
     X(pulsar_producer_configuration_t *, pulsar_producer_configuration_create, (void))                            \
@@ -63,6 +64,7 @@ typedef void (*pulsar_send_callback)(pulsar_result, pulsar_message_id_t *, void 
     X(void, pulsar_producer_send_async, (pulsar_producer_t *, pulsar_message_t *, pulsar_send_callback, void *)) \
     X(int64_t, pulsar_producer_get_last_sequence_id, (pulsar_producer_t *))                                       \
     X(pulsar_result, pulsar_producer_flush, (pulsar_producer_t *))                                                \
+    X(void, pulsar_producer_flush_async, (pulsar_producer_t *, pulsar_flush_callback, void *))                    \
     X(pulsar_result, pulsar_producer_close, (pulsar_producer_t *))                                                \
     X(void, pulsar_producer_free, (pulsar_producer_t *))                                                          \
     X(pulsar_message_t *, pulsar_message_create, (void))                                                          \
@@ -137,8 +139,11 @@ typedef struct {
     pns_task_t *task;
     int32_t index;
     pulsar_producer_t *producer;
-    int64_t last_persisted; /* effectivelyOnce: rows at or below this sequence id are skipped */
+    int64_t last_persisted; /* effectivelyOnce: the first id of the last batch the broker holds (lane_place) */
     int64_t confirmed;      /* under the task's lock */
+    /* effectivelyOnce's batch cuts (lane_place; writing/batch_cuts.py's rule): the open batch's rows, payload bytes,
+     * first sequence id, and its rows handed to the producer (the task thread's only) */
+    int64_t cut_count, cut_bytes, cut_first, held;
 } lane_t;
 
 struct pns_task {
@@ -155,6 +160,9 @@ struct pns_task {
     int32_t topic_partition; /* a partition named itself: its index, else -1 */
     int32_t single;          /* UseSinglePartition */
     int64_t next;            /* round robin */
+    int64_t cut_messages;    /* effectivelyOnce: a batch's rows at most (0: no cuts of the sender's) */
+    int64_t cut_bytes;       /* and the payload bytes after which it is cut */
+    int64_t held;            /* rows handed to producers in batches not cut yet (task thread): not in flight */
     char *scratch[2]; /* a key (and a property's value) made C strings */
     kept_t *kept;     /* under lock: freed with the task */
     int64_t scratch_cap[2];
@@ -180,5 +188,11 @@ typedef struct {
 int64_t monotonic_ns(void);
 void pace(pns_task_t *t);
 void on_sent(pulsar_result result, pulsar_message_id_t *id, void *ctx);
+/* effectivelyOnce: place the lane's next row (sequence id, payload bytes) in its batches; 1 when it is skipped, and
+ * *cut set when the sender must end the batch after sending it (a flush); *closes: the row ends its batch. A row sent
+ * is counted by lane_sent after the send (before it, the rows of its batch wait for it, not for the broker). */
+int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut, int *closes);
+void lane_sent(pns_task_t *t, lane_t *lane, int closes);
+void flushed(pulsar_result result, void *ctx);
 
 #endif

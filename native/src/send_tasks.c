@@ -63,6 +63,50 @@ PAR_EXPORT int pns_task_set_producer(void *task, int32_t lane, void *producer, i
     return 0;
 }
 
+/* effectivelyOnce's batch cuts (writing/batch_cuts.py): a batch ends after `max_messages` rows (the producer's own cut:
+ * its batchingMaxMessages) or after the row whose payloads reach `max_bytes` (a flush); 0: none (pns_send skips the rows
+ * at or below a lane's last persisted id). */
+PAR_EXPORT int pns_task_cuts(void *task, int64_t max_messages, int64_t max_bytes) {
+    pns_task_t *t = task;
+    if (t == NULL || max_messages < 0 || max_bytes < 0 || (max_messages > 0 && max_bytes == 0)) return -1;
+    t->cut_messages = max_messages;
+    t->cut_bytes = max_bytes;
+    return 0;
+}
+
+int lane_place(pns_task_t *t, lane_t *lane, int64_t sequence_id, int64_t size, int *cut, int *closes) {
+    int64_t last = lane->last_persisted;
+    *cut = *closes = 0;
+    if (t->cut_messages <= 0) return sequence_id <= last;
+    if (lane->cut_count > 0 && sequence_id > last && lane->cut_first < last)
+        lane->cut_count = lane->cut_bytes = 0; /* the batch holding L was cut elsewhere: the first row above L starts one */
+    if (lane->cut_count == 0) lane->cut_first = sequence_id;
+    int skip = sequence_id <= last || lane->cut_first == last;
+    lane->cut_count++;
+    lane->cut_bytes += size;
+    if (lane->cut_count < t->cut_messages && lane->cut_bytes < t->cut_bytes) return skip;
+    *closes = 1;
+    *cut = !skip && lane->cut_count < t->cut_messages; /* at cut_messages the producer cuts it itself */
+    lane->cut_count = lane->cut_bytes = 0;
+    return skip;
+}
+
+void lane_sent(pns_task_t *t, lane_t *lane, int closes) {
+    if (closes) {
+        t->held -= lane->held;
+        lane->held = 0;
+    } else {
+        lane->held++;
+        t->held++;
+    }
+}
+
+/* A cut's flush answered: each message's own callback reports its send. */
+void flushed(pulsar_result result, void *ctx) {
+    (void)result;
+    (void)ctx;
+}
+
 PAR_EXPORT int64_t pns_task_next_partition(void *task) { return ((pns_task_t *)task)->next; }
 
 /* Pace the task's sends to the broker's confirmations (writing/confirmations.py's rule, for the same reason: libpulsar
@@ -114,7 +158,7 @@ void pace(pns_task_t *t) {
     t->waiting = 1;
     for (;;) {
         now = monotonic_ns();
-        if (t->error != 0 || t->sent - t->answered < confirmed_since(t, now - t->pace_window_ns, now)) break;
+        if (t->error != 0 || t->sent - t->answered - t->held < confirmed_since(t, now - t->pace_window_ns, now)) break;
         struct timespec until; /* an answer wakes it; the timeout only bounds a wait that one could miss */
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 100000000;
@@ -149,7 +193,9 @@ void on_sent(pulsar_result result, pulsar_message_id_t *id, void *ctx) {
 }
 
 
-/* Wait until every send is answered, or `timeout_ms` (< 0: without limit) passed; fills *state. */
+/* Wait until every send is answered, or `timeout_ms` (< 0: without limit) passed; fills *state. After a failed send,
+ * rows held in effectivelyOnce batches not cut yet are not waited for: a failed task never flushes them (a cut
+ * elsewhere than pns_task_cuts' rule would break the retry's skip), so their answers come only when it closes. */
 PAR_EXPORT void pns_wait(void *task, int64_t timeout_ms, pns_state_t *state) {
     pns_task_t *t = task;
     struct timespec until;
@@ -164,7 +210,7 @@ PAR_EXPORT void pns_wait(void *task, int64_t timeout_ms, pns_state_t *state) {
     }
     pthread_mutex_lock(&t->lock);
     t->waiting = 1;
-    while (t->answered < t->sent) {
+    while (t->answered < t->sent - (t->error != 0 ? t->held : 0)) {
         int rc = timeout_ms >= 0 ? pthread_cond_timedwait(&t->answered_cond, &t->lock, &until)
                                  : pthread_cond_wait(&t->answered_cond, &t->lock);
         if (rc != 0 && timeout_ms >= 0) break;

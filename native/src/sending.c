@@ -169,9 +169,9 @@ static int value_span(const pns_batch_t *b, int64_t first, int64_t end, int64_t 
 }
 
 /* Send rows [first, end) of the batch as routed by pns_route (`dest`), row r with sequence id `sequence_base + r` when
- * sequence_base >= 0 (effectivelyOnce; rows at or below their lane's last persisted id are skipped and counted in
- * *skipped), else the producer's own. Stops before the next row once a send failed. Returns the rows handed to
- * the producers; -1 when a lane has no producer or a buffer is too small (nothing is sent then). */
+ * sequence_base >= 0 (effectivelyOnce: rows in batches the broker holds are skipped and counted in *skipped, and
+ * batches cut where pns_task_cuts says: lane_place), else the producer's own. Stops before the next row once a send
+ * failed. Returns the rows handed to the producers; -1 when a lane has no producer or a buffer is too small (nothing is sent then). */
 PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *dest, int64_t dest_size, int64_t first,
                             int64_t end, int64_t sequence_base, int64_t *skipped) {
     pns_task_t *t = task;
@@ -194,20 +194,25 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
         if (__atomic_load_n(&t->error, __ATOMIC_ACQUIRE) != 0) break;
         lane_t *lane = &t->lanes[dest[r]];
         int64_t sequence_id = sequence_base >= 0 ? sequence_base + r : -1;
-        if (sequence_id >= 0 && sequence_id <= lane->last_persisted) {
-            (*skipped)++;
-            continue;
+        const uint8_t *p;
+        int64_t len, ms;
+        int cut = 0, closes = 0;
+        if (sequence_id >= 0) {
+            int64_t size = string_at(&b->value, r, &p, &len, &ok) ? len : 0;
+            if (lane_place(t, lane, sequence_id, size, &cut, &closes)) {
+                (*skipped)++;
+                continue;
+            }
         }
         /* The clock is read every PACE_CLOCK_ROWS sends (a vDSO call per row was 1.5 % of a task's CPU): the bound it
-         * renews holds for an eighth of the window (0.9 s at the default send timeout), far longer than those rows. */
+         * renews holds for an eighth of the window (0.9 s at the default send timeout), far longer than those rows.
+         * Rows held in an effectivelyOnce batch not yet cut are not in flight (t->held). */
         if (t->pace_window_ns &&
-            (t->sent - __atomic_load_n(&t->answered, __ATOMIC_RELAXED) >= t->pace_allowed ||
+            (t->sent - __atomic_load_n(&t->answered, __ATOMIC_RELAXED) - t->held >= t->pace_allowed ||
              ((t->sent & (PACE_CLOCK_ROWS - 1)) == 0 && monotonic_ns() >= t->pace_until_ns))) {
             pace(t);
             if (__atomic_load_n(&t->error, __ATOMIC_ACQUIRE) != 0) break;
         }
-        const uint8_t *p;
-        int64_t len, ms;
         pulsar_message_t *msg = s_pulsar_message_create();
         if (string_at(&b->value, r, &p, &len, &ok)) {
             if (block != NULL)
@@ -248,6 +253,8 @@ PAR_EXPORT int64_t pns_send(void *task, const pns_batch_t *b, const int32_t *des
             s_pulsar_producer_send_async(lane->producer, msg, on_sent, lane);
         }
         p_pulsar_message_free(msg); /* the producer holds its own reference to the built message */
+        if (sequence_id >= 0) lane_sent(t, lane, closes);
+        if (cut) s_pulsar_producer_flush_async(lane->producer, flushed, NULL); /* effectivelyOnce: the batch ends here */
         handed++;
     }
     pthread_mutex_lock(&t->lock);

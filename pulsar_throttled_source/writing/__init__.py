@@ -11,7 +11,7 @@ cache (one pulsar.Client per worker for reads and writes):
 - ``routing``: the partition of each message (a partition column, a key hashed as a Java producer does, round robin).
 - ``producers``: the worker's producers, kept across tasks and batches, closed when idle.
 - ``effectively_once``: deliveryGuarantee=effectivelyOnce on broker deduplication: producer names, sequence ids,
-  the deduplication check; ``recent_answers``: what the process learnt of a topic (deduplication, schema), trusted
+  the deduplication check; ``batch_cuts``: where its batches are cut and which rows a retry skips; ``recent_answers``: what the process learnt of a topic (deduplication, schema), trusted
   for a while.
 - ``write_quota``: publishThrottlingRateInMsg/InByte: a task's permits per partition and window, from the quota store;
   ``write_congestion``: adaptiveThrottling for writes, a worker's congestion controller scaling those quotas.

@@ -25,8 +25,9 @@ class Confirmations:
     fewer are in flight than a bound it took with the lock (the confirmations that stay within the window for the
     next eighth of it); a callback takes the lock to count, and notifies only while the task waits."""
 
-    def __init__(self, send_timeout_s: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, send_timeout_s: float = 0.0, clock: Callable[[], float] = time.monotonic, held: Any = None) -> None:
         self._done = threading.Condition()
+        self._held = held  # effectivelyOnce's batch_cuts.TaskCuts: rows in batches not cut yet wait for the task, not the broker
         self.sent = 0  # the task's thread's only
         self.answered = 0
         self.confirmed: Counter[str] = Counter()
@@ -43,18 +44,22 @@ class Confirmations:
 
     def sending(self) -> None:
         """Count a send (the task's thread), once fewer are in flight than the pace allows (or a send failed)."""
-        if self._window_s and (self.sent - self.answered >= self._allowed or self._clock() >= self._allowed_until):
+        if self._window_s and (self._in_flight() >= self._allowed or self._clock() >= self._allowed_until):
             self._pace()
         self.sent += 1
 
     def _pace(self) -> None:
         with self._done:
             self._waiting = True
-            self._done.wait_for(lambda: self.pending < self.in_flight_allowed() or self.error is not None)
+            self._done.wait_for(lambda: self._in_flight() < self.in_flight_allowed() or self.error is not None)
             self._waiting = False
             now, margin = self._clock(), self._window_s / 8
             staying = len(self._recent) - bisect_right(self._recent, now - self._window_s + margin)
             self._allowed, self._allowed_until = max(MIN_IN_FLIGHT, staying), now + margin
+
+    def _in_flight(self) -> int:
+        """Sends the broker has not answered, less those in batches not cut yet (they wait for the task's next rows)."""
+        return self.sent - self.answered - (self._held.held if self._held is not None else 0)
 
     def in_flight_allowed(self) -> int:
         """Confirmations within the last window (at least MIN_IN_FLIGHT); the caller holds the lock or is alone."""
@@ -83,9 +88,11 @@ class Confirmations:
         return answered
 
     def wait(self, timeout_s: float | None) -> bool:
+        """Until every send is answered; after a failed send, every send but those in effectivelyOnce batches not cut
+        yet: a failed task never flushes them (a cut elsewhere than the rule's would break the retry's skip)."""
         with self._done:
             self._waiting = True
-            return self._done.wait_for(lambda: self.pending <= 0, timeout_s)
+            return self._done.wait_for(lambda: (self.pending if self.error is None else self._in_flight()) <= 0, timeout_s)
 
 
 def _ok_result() -> Any:

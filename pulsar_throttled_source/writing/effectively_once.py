@@ -1,15 +1,15 @@
 """deliveryGuarantee=effectivelyOnce: every row persisted once although tasks and micro-batches run again, on
 the broker's message deduplication (Pulsar's Python client has no transactions).
 
-- Producer names are stable per write and Spark partition: `<sinkId or the query's id>-<partition>`, so a retried
-  task, or a micro-batch run again after a restart, writes as the same producer; a second live attempt of the same
-  task is refused by the broker (a name is connected once per topic).
+- Producer names are stable per write and Spark partition: `<sinkId or the query's id>-<partition>` and the batch cut
+  rule's tag (writing.batch_cuts), so a retried task, or a micro-batch run again after a restart, writes as the same
+  producer; a second live attempt of the same task is refused by the broker (a name is connected once per topic).
 - A row's sequence id is `(batchId + 1) << 32 | its position in the task`: increasing in the order a producer sends,
   across micro-batches too (a batch write is batch 0). Executors read the micro-batch's id from the task's local
   property `streaming.sql.batchId` (as PySpark's own foreach sink does) and the query's id from `sql.streaming.queryId`.
 - When a producer opens, the broker says the highest sequence id it persisted for that name
-  (`last_sequence_id()`): rows at or below it are skipped, the rest sent; what is resent anyway is dropped by the
-  broker. This needs the same rows in the same order on a retry (docs/guides/writing.md, "Guarantees").
+  (`last_sequence_id()`; with batches: the first id of the last batch it persisted): the rows of the batches it
+  holds are skipped (writing.batch_cuts), the rest sent; what is resent anyway is dropped by the broker. This needs the same rows in the same order on a retry (docs/guides/writing.md, "Guarantees").
 - Deduplication must be on for every target topic: checked at the write's start (a stream's: when Spark plans a
   micro-batch, a topic found deduplicating asked again after DEDUP_RECHECK_S) for the `topic` option, and by
   each task for a topic column's topics (deduplication_error names the topic and the admin command).
@@ -41,8 +41,9 @@ class ProducerIdentity:
         return (self.batch_id + 1) << ROW_BITS | position
 
 
-def task_identity(sink_id: str | None, task_partition: int) -> ProducerIdentity:
-    """The producer name and batch of the running task, from the sink's id or the query's (local properties)."""
+def task_identity(sink_id: str | None, task_partition: int, tag: str = "") -> ProducerIdentity:
+    """The producer name and batch of the running task, from the sink's id or the query's (local properties); `tag`:
+    the batch cut rule's (batch_cuts.CutRule.tag)."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
@@ -51,7 +52,7 @@ def task_identity(sink_id: str | None, task_partition: int) -> ProducerIdentity:
     if not prefix:
         raise ValueError("deliveryGuarantee=effectivelyOnce needs option 'sinkId' for a batch write (df.write): a name of "
                          "this write's own, the same when it is run again, which names its producers.")
-    return ProducerIdentity(f"{prefix}-{task_partition}", int(batch) if batch else 0)
+    return ProducerIdentity(f"{prefix}-{task_partition}{tag}", int(batch) if batch else 0)
 
 
 def deduplication_error(admin: PulsarAdmin, topic: TopicName) -> str | None:

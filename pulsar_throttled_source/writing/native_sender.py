@@ -97,6 +97,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "pns_task_set_producer": (c_int, [p, i32, p, i64]),
         "pns_task_next_partition": (i64, [p]),
         "pns_task_pace": (c_int, [p, i64, i64]),
+        "pns_task_cuts": (c_int, [p, i64, i64]),
         "pns_route": (c_int, [p, ctypes.POINTER(BatchColumns), p, i64, p, i64, ctypes.POINTER(i64), ctypes.POINTER(c_char_p)]),
         "pns_send": (i64, [p, ctypes.POINTER(BatchColumns), p, i64, i64, i64, i64, ctypes.POINTER(i64)]),
         "pns_wait": (None, [p, i64, ctypes.POINTER(TaskState)]),

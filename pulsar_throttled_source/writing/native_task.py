@@ -16,6 +16,7 @@ from typing import Any
 
 from ..reading.client_cache import drop_native_client, native_client_for
 from ..topics import TopicName
+from .batch_cuts import LaneCuts, TaskCuts
 from .confirmations import MIN_IN_FLIGHT
 from .effectively_once import ProducerIdentity
 from .native_sender import BatchColumns, NativeSender, TaskState, setting_text
@@ -92,8 +93,14 @@ class NativeTask:
         # of the send timeout, so a send waits in the task rather than time out in the producer's queue.
         window_ms = int(options.producer.send_timeout_s * 1000 / 4)
         self.lib.pns_task_pace(self.handle, window_ms, MIN_IN_FLIGHT)
+        # effectivelyOnce: the library cuts each producer's batches (writing.batch_cuts); this model of its cuts tells
+        # send_admitted which rows it skips.
+        rule = options.producer.cuts if identity is not None else None
+        self.cuts = TaskCuts(rule) if rule is not None else None
+        if rule is not None and self.lib.pns_task_cuts(self.handle, rule.max_messages, rule.max_bytes) != 0:
+            raise ValueError(f"the native sender refused the batch cuts {rule}")
+        self.lane_cuts: dict[int, LaneCuts] = {}
         self.open: dict[int, tuple[Any, NativeProducer]] = {}  # lane -> (cache key or None, producer)
-        self.last: dict[int, int] = {}  # lane -> its producer's last persisted sequence id
         self._dest = (ctypes.c_int32 * 0)()
         self._used = (ctypes.c_uint8 * len(self.names))()
 
@@ -117,7 +124,8 @@ class NativeTask:
                 key, producer = None, _open_producer(self.sender, self.options, destination, self.identity.name)
                 last = self.lib.pns_producer_last_sequence_id(producer.handle)
             self.open[lane] = (key, producer)
-            self.last[lane] = last
+            if self.cuts is not None:
+                self.lane_cuts[lane] = self.cuts.lane(last)
             self.lib.pns_task_set_producer(self.handle, lane, producer.handle, last)
 
     def _opener(self, destination: str) -> Callable[[], NativeProducer]:
@@ -136,7 +144,7 @@ class NativeTask:
                       sequence_base: int) -> int:
         """Send the batch under a write quota: a permit per row (its value's bytes) from `permits`, as the Python sender
         takes them; the rows admitted so far are sent before each wait for the next window (`pause`)."""
-        names, dest, last = self.names, self._dest, self.last
+        names, dest, lane_cuts = self.names, self._dest, self.lane_cuts
         skipped = start = 0
 
         def send_admitted_rows(end: int) -> None:
@@ -148,8 +156,8 @@ class NativeTask:
         pause.before = send_admitted_rows
         for row, size in enumerate(sizes):
             lane = dest[row]
-            if sequence_base >= 0 and sequence_base + row <= last[lane]:
-                continue  # persisted by an earlier attempt: no permit (the library skips it)
+            if sequence_base >= 0 and lane_cuts[lane].place(sequence_base + row, size)[0]:
+                continue  # persisted by an earlier attempt: no permit (the library skips it, by the same rule)
             pause.row = row
             permits.take(names[lane], size)
         send_admitted_rows(len(sizes))

@@ -88,7 +88,8 @@ def uses_native_sender(options: WriteOptions, columns: WriteColumns) -> bool:
 def send_batches_natively(batches: Iterable[Any], options: WriteOptions, columns: WriteColumns, task: int) -> SinkCommitMessage:
     """write_task.send_messages for Arrow batches, in the native library (module docstring)."""
     sender = native_sender()
-    identity = task_identity(options.sink_id, task) if options.effectively_once else None
+    rule = options.producer.cuts if options.effectively_once else None
+    identity = task_identity(options.sink_id, task, rule.tag if rule else "") if options.effectively_once else None
     assert options.topic is not None, "a topic column is sent by the Python sender"
     topic = options.topic
     partitions = partition_count(options, topic)

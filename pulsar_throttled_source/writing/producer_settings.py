@@ -8,7 +8,8 @@ sink's own routing (writing.routing), since the sink sends to one producer per p
 
 The sink's defaults, each replaced by a given setting and never overriding one: batching on and a full
 queue blocking the task (the Java client's batching default; a task waits rather than fails). Under
-deliveryGuarantee=effectivelyOnce batching is off, and a given batchingEnabled=true refused (ProducerSettings.effectively_once).
+deliveryGuarantee=effectivelyOnce batches are cut at fixed rows (writing.batch_cuts; ProducerSettings.effectively_once):
+a setting that would cut them elsewhere is refused by name, batchingEnabled=false or chunkingEnabled=true send unbatched.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..options.passthrough import short_name
+from .batch_cuts import NO_PUBLISH_DELAY_MS, CutRule
 
 PRODUCER = "pulsar.producer."
 SINK_DEFAULTS = (("batching_enabled", True), ("block_if_queue_full", True))
@@ -45,6 +47,7 @@ class ProducerSettings:
     kwargs: tuple[tuple[str, Any], ...]
     routing_mode: str = "RoundRobinDistribution"
     given: frozenset[str] = frozenset()  # the arguments set by pulsar.producer.* (the rest are the sink's defaults)
+    cuts: CutRule | None = None  # effectivelyOnce: where batches are cut (writing.batch_cuts)
 
     @property
     def send_timeout_s(self) -> float:
@@ -60,16 +63,50 @@ class ProducerSettings:
         return None if not timeout_s else timeout_s + 30
 
     def effectively_once(self) -> ProducerSettings:
-        """The settings of an effectively-once write: batching off. pulsar-client (C++) gives a batch the sequence id
-        of its first message only, so the broker deduplicates whole batches by it: a retry's batch that starts at
-        an already persisted row is dropped whole, new rows included (measured on Pulsar 4.0 with pulsar-client 3.13)."""
-        if "batching_enabled" in self.given and dict(self.kwargs)["batching_enabled"]:
-            raise ValueError("Option 'pulsar.producer.batchingEnabled'=true cannot be used with deliveryGuarantee=effectivelyOnce: "
-                             "pulsar-client gives a batch one sequence id (its first message's), so the broker would "
-                             "deduplicate whole batches and drop new rows with them. Remove it (effectivelyOnce sends "
-                             "without batching), or write with deliveryGuarantee=atLeastOnce.")
-        kwargs = dict(self.kwargs) | {"batching_enabled": False}
-        return ProducerSettings(tuple(sorted(kwargs.items())), self.routing_mode, self.given)
+        """The settings of an effectively-once write: batches cut at fixed rows (writing.batch_cuts), every
+        batchingMaxMessages rows (default 1000) or once their payloads reach batchingMaxAllowedSizeInBytes (default
+        128 KiB), never by time. A given setting that would cut them elsewhere is refused, naming it; batchingEnabled=false
+        (or chunkingEnabled=true, which needs it) sends unbatched, a batch of one row."""
+        kwargs, given = dict(self.kwargs), self.given
+        if ("batching_enabled" in given and not kwargs["batching_enabled"]) or (
+                kwargs.get("chunking_enabled") and "batching_enabled" not in given):
+            kwargs |= {"batching_enabled": False}
+            return ProducerSettings(tuple(sorted(kwargs.items())), self.routing_mode, given, CutRule(1, 1))
+        rule = CutRule(int(kwargs.get("batching_max_messages", DEFAULT_MAX_MESSAGES)),
+                       int(kwargs.get("batching_max_allowed_size_in_bytes", DEFAULT_MAX_BYTES)))
+        error = _cuts_conflict(kwargs, given, rule)
+        if error:
+            raise ValueError(f"{error}. deliveryGuarantee=effectivelyOnce cuts batches at fixed rows (a retry must cut them "
+                             "where the first attempt did); remove the option, or write with deliveryGuarantee=atLeastOnce.")
+        kwargs |= {"batching_enabled": True, "batching_max_messages": rule.max_messages,
+                   "batching_max_allowed_size_in_bytes": BYTES_NEVER_CUT_BY_CLIENT, "batching_max_publish_delay_ms": NO_PUBLISH_DELAY_MS}
+        return ProducerSettings(tuple(sorted(kwargs.items())), self.routing_mode, given, rule)
+
+
+DEFAULT_MAX_MESSAGES, DEFAULT_MAX_BYTES = 1000, 128 * 1024  # pulsar-client's batching defaults
+# The client's own byte cut comes before the row that would pass its limit (it depends on that row's size, which a
+# retry may not share when that row failed): off, the sender cuts after the row that reaches the limit instead.
+BYTES_NEVER_CUT_BY_CLIENT = 1 << 40
+
+
+def _cuts_conflict(kwargs: dict[str, Any], given: frozenset[str], rule: CutRule) -> str:
+    """Why a given setting cannot be used with effectivelyOnce's cuts ('' when none)."""
+    if "batching_max_publish_delay_ms" in given:
+        return "Option 'pulsar.producer.batchingMaxPublishDelayMs' cannot be used with deliveryGuarantee=effectivelyOnce: it cuts batches by time"
+    if "batching_type" in given and getattr(kwargs["batching_type"], "name", str(kwargs["batching_type"])) != "Default":
+        return ("Option 'pulsar.producer.batchingType' cannot be KeyBased with deliveryGuarantee=effectivelyOnce: it sends a batch "
+                "per key, out of the rows' order")
+    if "block_if_queue_full" in given and not kwargs["block_if_queue_full"]:
+        return ("Option 'pulsar.producer.blockIfQueueFull'=false cannot be used with deliveryGuarantee=effectivelyOnce: a full "
+                "queue sends the open batch early")
+    if rule.max_messages < 1 or rule.max_bytes < 1:
+        name = "batchingMaxMessages" if rule.max_messages < 1 else "batchingMaxAllowedSizeInBytes"
+        return f"Option 'pulsar.producer.{name}' must be at least 1 with deliveryGuarantee=effectivelyOnce"
+    pending = int(kwargs.get("max_pending_messages", DEFAULT_MAX_MESSAGES))
+    if 0 < pending < rule.max_messages:
+        return (f"Option 'pulsar.producer.maxPendingMessages'={pending} is below the batch size ({rule.max_messages}, option "
+                "'pulsar.producer.batchingMaxMessages') with deliveryGuarantee=effectivelyOnce: a batch must fit the producer's queue")
+    return ""
 
 
 def producer_settings(opts: Mapping[str, str]) -> ProducerSettings:

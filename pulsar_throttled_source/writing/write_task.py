@@ -20,6 +20,7 @@ from ..credentials import scrub
 from ..reading.client_cache import client_for
 from ..topics import TopicName
 from .arrow_messages import batch_messages
+from .batch_cuts import TaskCuts
 from .confirmations import Confirmations
 from .effectively_once import ProducerIdentity, check_deduplication, task_identity
 from .message_columns import Message, WriteColumns
@@ -119,16 +120,17 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
                   payloads: TopicPayloads | None = None, first_position: int = 0,
                   first_partition: int | None = None) -> SinkCommitMessage:
     """Send every message, flush, and wait until the broker confirmed each one; raise the first failure. Under
-    effectivelyOnce, rows the broker already holds from an earlier attempt (at or below the producer's last
-    persisted sequence id) are skipped. `payloads`: the feeder's, which made the messages' payloads; the producers
+    effectivelyOnce, batches are cut at fixed rows and the rows of those the broker holds from an earlier attempt
+    skipped (writing.batch_cuts). `payloads`: the feeder's, which made the messages' payloads; the producers
     declare their topics' schemas from it. `first_position` and `first_partition` (the round robin's next): where the
     native sender left a task it handed over (writing.native_write)."""
-    identity = task_identity(options.sink_id, task) if options.effectively_once else None
+    cuts = TaskCuts(options.producer.cuts) if options.effectively_once and options.producer.cuts else None
+    identity = task_identity(options.sink_id, task, cuts.rule.tag if cuts else "") if options.effectively_once else None
     single = options.producer.routing_mode == "UseSinglePartition"
     routes: dict[str | None, tuple[Router, Any]] = {}  # topic column value (None: the option's) -> (router, schema)
     producers = TaskProducers(options, identity)
-    lanes: dict[str, tuple[Any, int, Any]] = {}  # destination -> (send, last persisted sequence id, callback)
-    answers = Confirmations(options.producer.send_timeout_s)
+    lanes: dict[str, tuple[Any, Any, Any, Any]] = {}  # destination -> (send, its batch cuts, callback, flush)
+    answers = Confirmations(options.producer.send_timeout_s, held=cuts)
     payloads = payloads or TopicPayloads(columns, options.topic, options.admin)
     topic_column = columns.names[columns.topic] if columns.topic >= 0 else "topic"
     partition_column = columns.names[columns.partition] if columns.partition >= 0 else "partition"
@@ -151,17 +153,25 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
             lane = lanes.get(destination)
             if lane is None:
                 producer, last = producers.get(destination, schema)
-                lane = lanes[destination] = (sender(producer), last, answers.callback(destination))
-            send, last_persisted, callback = lane
+                lane = lanes[destination] = (sender(producer), cuts.lane(last) if cuts else None, answers.callback(destination),
+                                             cut_batch(producer))
+            send, lane_cuts, callback, flush = lane
             sequence_id = identity.sequence_id(position) if identity is not None else None
-            if sequence_id is not None and sequence_id <= last_persisted:
-                skipped += 1  # persisted by an earlier attempt of this task
-                continue
+            cut = False
+            if lane_cuts is not None and sequence_id is not None:
+                skip, cut = lane_cuts.place(sequence_id, len(m.value or b""))
+                if skip:
+                    skipped += 1  # persisted by an earlier attempt of this task
+                    continue
             if permits is not None:
                 permits.take(destination, len(m.value or b""))  # waits while the partition's window is spent
             answers.sending()
             try:
                 send(m, sequence_id, callback)
+                if lane_cuts is not None:
+                    lane_cuts.sent()
+                if cut:
+                    flush()  # effectivelyOnce: the batch ends at this row (writing.batch_cuts)
             except Exception as e:
                 callback(_result_of(e), None)
             if answers.error:
@@ -181,6 +191,19 @@ def send_messages(messages: Iterable[Message], options: WriteOptions, columns: W
         return SinkCommitMessage(task, dict(answers.confirmed), skipped)
     finally:
         producers.finish(failed)
+
+
+def cut_batch(producer: Any) -> Any:
+    """How the sender ends `producer`'s open batch without waiting: pulsar-client's flush_async (its pybind11 producer),
+    else the waiting flush."""
+    inner = getattr(producer, "_producer", None)
+    if inner is not None and hasattr(inner, "flush_async"):
+        return lambda: inner.flush_async(_ignore)
+    return producer.flush
+
+
+def _ignore(_result: Any) -> None:
+    """A cut's flush answer: each message's own callback reports its send."""
 
 
 def _row_topic(value: str | None, column: str) -> TopicName:

@@ -3,6 +3,8 @@ a write's connection options."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pulsar
 
 
@@ -20,6 +22,20 @@ def read_back(client: pulsar.Client, topic: str, expected: int | None) -> list[t
             reader.close()
     assert expected is None or len(got) == expected, f"{len(got)} messages in {topic}, expected {expected}"
     return got
+
+
+def entry_sizes(client: pulsar.Client, topic: str) -> Counter:
+    """How many entries of `topic` hold how many messages (a producer's batch is one entry)."""
+    per_entry: Counter = Counter()
+    for partition in client.get_topic_partitions(topic):
+        reader = client.create_reader(partition, pulsar.MessageId.earliest)
+        try:
+            while reader.has_message_available():
+                i = reader.read_next(10_000).message_id()
+                per_entry[(partition, i.ledger_id(), i.entry_id())] += 1
+        finally:
+            reader.close()
+    return Counter(per_entry.values())
 
 
 def properties_of(properties: dict[str, str] | None) -> tuple[tuple[str, str], ...] | None:

@@ -1,10 +1,12 @@
 """The sink's native sender (native/src/send_*.c, sending.c) under AddressSanitizer, against the session broker, without Spark:
 a write task's Arrow batches (sliced, large_binary values, every field, a message without payload) sent through a
-build of the library with -fsanitize=address; an effectively-once task sent twice and then longer (the broker's
-last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL
-character); a send the broker refuses (a payload over maxMessageSize); batches overwritten once the writer moved on
-(the library must not read a batch after its send call). Every topic is read back: the exact
-multiset of messages, nothing lost or doubled. Spark's own runs of both senders are in test_sink.py."""
+build of the library with -fsanitize=address; an effectively-once task sent unbatched twice and then longer (the
+broker's last sequence ids skip what it holds); a batch the library leaves to the Python sender mid-task (a key with a NUL
+character); a send the broker refuses (a payload over maxMessageSize); effectively-once tasks in small batches (cut by
+count and by bytes) that fail on such a send mid-batch, natively and after a hand-over to the Python sender, then run
+again; batches overwritten once the writer moved on (the library must not read a batch after its send call). Every
+topic is read back: the exact multiset of messages, nothing lost or doubled, and the batches' sizes. Spark's own runs
+of both senders are in test_sink.py."""
 
 from __future__ import annotations
 
@@ -102,6 +104,22 @@ def _read(client, topic: str) -> Counter:
     return got
 
 
+def _entries(client, topic: str) -> Counter:
+    """Messages per entry (partition, ledger, entry) of `topic`: a batch is one entry."""
+    import pulsar
+
+    got: Counter = Counter()
+    for partition in client.get_topic_partitions(topic):
+        reader = client.create_reader(partition, pulsar.MessageId.earliest)
+        try:
+            while reader.has_message_available():
+                i = reader.read_next(10_000).message_id()
+                got[(partition, i.ledger_id(), i.entry_id())] += 1
+        finally:
+            reader.close()
+    return got
+
+
 def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path):
     namespace = create_namespace(admin, f"public/native-send-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
@@ -110,19 +128,35 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     once = [_row(i) for i in range(300)]
     failing = every[:150] + [_row(150, oversize=200_000)] + every[151:200]
     topics = {name: create_topic(admin, f"{namespace}/{name}", n) for name, n in
-              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("scribbled", 3), ("once-scribbled", 2))}
+              (("every", 3), ("handed", 2), ("once", 2), ("failing", 2), ("batched", 2), ("handed-eo", 2), ("paced", 2),
+               ("scribbled", 3), ("once-scribbled", 2))}
     eo = {"deliveryGuarantee": "effectivelyOnce", "sinkId": f"asan-{unique}"}
+    # Batches of 8 rows at most, cut once their payloads reach 12 bytes (3-6 rows of these); a first attempt fails
+    # mid-batch on row 150 (a payload over maxMessageSize fails its whole batch), the retry has row 150's own payload.
+    small = eo | {"pulsar.producer.batchingMaxMessages": "8", "pulsar.producer.batchingMaxAllowedSizeInBytes": "12"}
+    handed_eo = handed_over + [_row(i) for i in range(200, 260)]
+    unbatched = eo | {"pulsar.producer.batchingEnabled": "false"}
+    # Batches of 100, more than the pacing's minimum in flight: a full batch is in flight once its last row is sent.
+    paced = [_row(i) for i in range(2400)]
     cases = {
         "every": {"topic": topics["every"], "rows": every},
         "handed": {"topic": topics["handed"], "rows": handed_over},
-        "once-1": {"topic": topics["once"], "rows": once[:200], "options": eo},
-        "once-2": {"topic": topics["once"], "rows": once[:200], "options": eo},  # a retry: everything skipped
-        "once-3": {"topic": topics["once"], "rows": once, "options": eo},  # a longer retry: only the new rows sent
+        # Unbatched (batchingEnabled=false given): a later run with more rows sends only them. (With batches a task's
+        # last batch ends with its rows: a run again must have the same rows, as a Spark retry has.)
+        "once-1": {"topic": topics["once"], "rows": once[:200], "options": unbatched},
+        "once-2": {"topic": topics["once"], "rows": once[:200], "options": unbatched},  # a retry: everything skipped
+        "once-3": {"topic": topics["once"], "rows": once, "options": unbatched},  # a longer retry: only the new rows sent
         "failing": {"topic": topics["failing"], "rows": failing},
         # each batch's value buffer overwritten after its send call (batched: the messages wait for their batch to close)
         "scribbled": {"topic": topics["scribbled"], "rows": every, "scribble": True},
         "once-scribbled": {"topic": topics["once-scribbled"], "rows": once, "scribble": True,
                            "options": eo | {"sinkId": f"asan-scribbled-{unique}"}},
+        "batched-1": {"topic": topics["batched"], "rows": once[:150] + [_row(150, oversize=200_000)] + once[151:], "options": small},
+        "batched-2": {"topic": topics["batched"], "rows": once, "options": small},
+        "handed-eo-1": {"topic": topics["handed-eo"], "rows": handed_eo[:150] + [_row(150, oversize=200_000)] + handed_eo[151:],
+                        "options": small},
+        "handed-eo-2": {"topic": topics["handed-eo"], "rows": handed_eo, "options": small},
+        "paced": {"topic": topics["paced"], "rows": paced, "options": eo | {"pulsar.producer.batchingMaxMessages": "100"}},
     }
     encoded = {name: {**case, "rows": [{**r, "value": r["value"].decode("latin-1") if r["value"] else None} for r in case["rows"]]}
                for name, case in cases.items()}
@@ -140,3 +174,12 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     assert results["scribbled"]["total"] == 500 and results["once-scribbled"]["total"] == 300
     assert _read(pulsar_client, topics["scribbled"]) == _expected(every)
     assert _read(pulsar_client, topics["once-scribbled"]) == _expected(once)
+    assert results["paced"]["total"] == len(paced) and _read(pulsar_client, topics["paced"]) == _expected(paced)
+    assert max(Counter(_entries(pulsar_client, topics["paced"]).values())) == 100
+    for name, rows in (("batched", once), ("handed-eo", handed_eo)):
+        assert "MessageTooBig" in results[f"{name}-1"]["error"], results[f"{name}-1"]
+        retry = results[f"{name}-2"]
+        assert retry["skipped"] > 0 and retry["total"] + retry["skipped"] == len(rows), retry
+        assert _read(pulsar_client, topics[name]) == _expected(rows)  # every row once
+        sizes = Counter(_entries(pulsar_client, topics[name]).values())
+        assert max(sizes) <= 8 and sum(n for size, n in sizes.items() if size > 1) > len(rows) / 8, sizes  # batched

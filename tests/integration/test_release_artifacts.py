@@ -58,7 +58,7 @@ RUNTIME_FILES = {
     "pulsar_throttled_source/throttling": "__init__.py allocation.py buckets.py congestion.py controller.py demands.py engine.py headroom.py "
                                           "partition_plan.py publish_rates.py redis_store.py report.py signals.py "
                                           "sqlite_store.py store.py store_factory.py",
-    "pulsar_throttled_source/writing": "__init__.py arrow_messages.py confirmations.py effectively_once.py message_columns.py native_sender.py native_task.py native_write.py payload_encoding.py "
+    "pulsar_throttled_source/writing": "__init__.py arrow_messages.py batch_cuts.py confirmations.py effectively_once.py message_columns.py native_sender.py native_task.py native_write.py payload_encoding.py "
                                        "payload_schema.py producer_settings.py producers.py recent_answers.py routing.py "
                                        "write_congestion.py write_options.py write_quota.py write_task.py writers.py",
 }

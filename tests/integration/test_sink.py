@@ -22,7 +22,7 @@ from helpers import Sent, create_namespace, create_topic, produce
 from java_producer import KeyProducer
 from native_path import SKIP_REASON, needs_native_path
 from pyspark.sql.types import BinaryType, MapType, StringType, StructField, StructType, TimestampType
-from sink_checks import properties_of, read_back, sink_options
+from sink_checks import entry_sizes, properties_of, read_back, sink_options
 from streaming import read_stream, source_options
 
 from pulsar_throttled_source.writing.routing import key_partition
@@ -126,6 +126,7 @@ def test_bad_input_is_a_clear_error_before_anything_is_sent(spark, broker, admin
 
 
 SEND_PATH = "auto" if SKIP_REASON else "native"  # the retry test's sender: the native one wherever it can be built
+EO_BATCH = 4  # effectivelyOnce's batch size in the retry test (pulsar.producer.batchingMaxMessages)
 
 
 class RetryJob(NamedTuple):
@@ -146,18 +147,24 @@ def retry_job(broker, admin, pulsar_client, tmp_path_factory: pytest.TempPathFac
     unique, tmp_path = uuid.uuid4().hex[:10], tmp_path_factory.mktemp("sink-retry")
     namespace = create_namespace(admin, f"public/sink-dedup-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
-    topics = {name: create_topic(admin, f"{namespace}/{name}", 2) for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo")}
+    topics = {name: create_topic(admin, f"{namespace}/{name}", 2)
+              for name in ("batch-eo", "batch-alo", "stream-eo", "stream-alo", "batch-eo-py", "stream-eo-py")}
     sources = {g: create_topic(admin, f"sink-retry-src-{g}-{unique}", 2) for g in ("eo", "alo")}
     sent = {g: produce(pulsar_client, sources[g], 40, batch=5) for g in ("eo", "alo")}
     rows, fail_at = 200, [60, 170]  # halfway through each of the two tasks (ids 0-99 and 100-199)
     runs = []
-    for short, guarantee in (("eo", "effectivelyOnce"), ("alo", "atLeastOnce")):
-        runs.append({"mode": "batch", "topic": topics[f"batch-{short}"], "guarantee": guarantee, "sink_id": f"retry-{unique}" if short == "eo" else None,
-                     "rows": rows, "fail_at": fail_at, "send_path": SEND_PATH})
-        middle = [s.payload.decode() for s in sent[short][18:20]]  # messages of the second micro-batch
-        runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[short],
+    # effectivelyOnce in batches of 4 rows per producer: the first attempts persist some and fail inside one (the failing
+    # row's payload fails its whole batch), so each retry's skip ends inside the rows the first attempt had sent.
+    for short, guarantee, send_path in (("eo", "effectivelyOnce", SEND_PATH), ("alo", "atLeastOnce", SEND_PATH),
+                                        ("eo-py", "effectivelyOnce", "python")):
+        source = short[:3].rstrip("-")
+        extra = {"options": {"pulsar.producer.batchingMaxMessages": str(EO_BATCH)}} if guarantee == "effectivelyOnce" else {}
+        runs.append({"mode": "batch", "topic": topics[f"batch-{short}"], "guarantee": guarantee, "sink_id": f"retry-{short}-{unique}" if source == "eo" else None,
+                     "rows": rows, "fail_at": fail_at, "send_path": send_path, **extra})
+        middle = [s.payload.decode() for s in sent[source][18:20]]  # messages of the second micro-batch
+        runs.append({"mode": "stream", "topic": topics[f"stream-{short}"], "guarantee": guarantee, "source": sources[source],
                      "checkpoint": str(tmp_path / f"checkpoint-{short}"), "fail_at": middle, "max_entries": 4,
-                     "send_path": SEND_PATH})
+                     "send_path": send_path, **extra})
     # The enrich example's topics: its effectivelyOnce target needs deduplication (the namespace's).
     example_source = create_topic(admin, f"sink-example-src-{unique}", 2)
     example_target = create_topic(admin, f"{namespace}/enriched", 2)
@@ -176,17 +183,22 @@ def retry_job(broker, admin, pulsar_client, tmp_path_factory: pytest.TempPathFac
 def test_a_task_failing_halfway_is_retried_and_every_row_lands_once_effectively_once(retry_job: RetryJob, pulsar_client):
     """A task of a batch write and one of a stream's micro-batch fail halfway through their rows on their first attempt
     and Spark retries them (local[2,4], in fault_jobs/sink_retry_job.py): effectivelyOnce writes every row once, and the
-    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail). On the native sender
-    (sendPath=native); the Python sender's retries: the older lines' test below (row writers)."""
+    same runs under atLeastOnce write the first attempt's rows twice (so the test can fail). effectivelyOnce in batches
+    of EO_BATCH rows, on the native sender (sendPath=native) and on the Python sender; the Python sender's row writers'
+    retries: the older lines' test below."""
     job, rows, topics, sent = retry_job.job, retry_job.rows, retry_job.topics, retry_job.sent
     assert job.returncode == 0, job.stderr[-3000:]
-    assert job.stdout.count('"done"') == 4, job.stdout
+    assert job.stdout.count('"done"') == 6, job.stdout
 
     expected_batch = Counter((f"r{i}".encode(), f"k{i % 7}") for i in range(rows))
     expected_stream = {g: Counter((s.payload, s.key) for s in sent[g]) for g in sent}
     got = {name: Counter((g[1], g[2]) for g in read_back(pulsar_client, topic, None)) for name, topic in topics.items()}
-    assert got["batch-eo"] == expected_batch  # every row once
-    assert got["stream-eo"] == expected_stream["eo"]
+    for path in ("", "-py"):  # SEND_PATH's sender, and the Python sender
+        assert got[f"batch-eo{path}"] == expected_batch, path  # every row once
+        assert got[f"stream-eo{path}"] == expected_stream["eo"], path
+        for run in (f"batch-eo{path}", f"stream-eo{path}"):  # in batches: entries of up to EO_BATCH messages, most of them full
+            sizes = entry_sizes(pulsar_client, topics[run])
+            assert max(sizes) == EO_BATCH and sizes[EO_BATCH] * EO_BATCH > sum(got[run].values()) / 2, (run, sizes)
     # atLeastOnce: every row, and the rows the first attempts had written before failing, twice.
     assert set(got["batch-alo"]) == set(expected_batch) and sum(got["batch-alo"].values()) > rows
     assert set(got["stream-alo"]) == set(expected_stream["alo"]) and sum(got["stream-alo"].values()) > len(sent["alo"])

@@ -23,12 +23,13 @@ from helpers import create_namespace, create_topic, produce, wait_until
 from native_path import needs_native_path
 from secrecy import assert_no_secret, files_text
 from secured_broker import SecuredBroker, secured_broker
-from sink_checks import read_back, sink_options
+from sink_checks import entry_sizes, read_back, sink_options
 
 JOBS = Path(__file__).parent / "fault_jobs"
 WRITER = "writer"  # the secured broker's role that may produce on SECURED_NAMESPACE, nothing else
 SECURED_NAMESPACE, SECURED_ROWS = "sink/out", 40
 ROWS, BATCH_ENTRIES, QUOTA = 80, 6, 4  # 20 entries of 4 messages: ~4 micro-batches, each ~3 s to write at 4 a second per partition
+EO_BATCH = 3  # effectivelyOnce's batches (pulsar.producer.batchingMaxMessages): a micro-batch's task sends two per partition
 
 
 class Job:
@@ -139,7 +140,7 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_row_once_effectivel
     """Two queries in one Spark application, effectivelyOnce and atLeastOnce, each a stream of this source written back
     under a write quota. The application is killed (SIGKILL, its whole process group) when each query has written some
     rows of a micro-batch after the first and Spark has not committed that batch, then run again on the same checkpoints:
-    effectivelyOnce holds every row once; atLeastOnce writes that batch's rows again (so the test can fail).
+    effectivelyOnce (in batches of EO_BATCH: the kill leaves one open, its rows unsent) holds every row once; atLeastOnce writes that batch's rows again (so the test can fail).
     The run after the restart also writes to the secured broker (one Spark application for both: see
     check_the_secured_write)."""
     namespace = create_namespace(admin, f"public/sink-kill-{unique}")
@@ -151,7 +152,8 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_row_once_effectivel
     guarantees = {"eo": "effectivelyOnce", "alo": "atLeastOnce"}
     spec = {"service_url": broker.service_url, "admin_url": broker.admin_url, "quota_path": str(tmp_path / "quota.sqlite"),
             "runs": [{"name": g, "source": sources[g], "topic": targets[g], "guarantee": guarantees[g], "checkpoint": str(checkpoints[g]),
-                      "max_entries": BATCH_ENTRIES, "quota": QUOTA} for g in targets]}
+                      "max_entries": BATCH_ENTRIES, "quota": QUOTA,
+                      "options": {"pulsar.producer.batchingMaxMessages": str(EO_BATCH)} if g == "eo" else {}} for g in targets]}
 
     job = Job(spec, tmp_path / "killed-run.log")
     in_flight: dict[str, int] = {}
@@ -199,6 +201,8 @@ def test_a_query_killed_mid_batch_and_restarted_writes_every_row_once_effectivel
     expected = {g: Counter((s.payload, s.key) for s in sent[g]) for g in targets}
     got = {g: Counter((m[1], m[2]) for m in read_back(pulsar_client, targets[g], None)) for g in targets}
     assert got["eo"] == expected["eo"]  # every row once
+    sizes = entry_sizes(pulsar_client, targets["eo"])  # in batches of EO_BATCH, most of them full
+    assert max(sizes) == EO_BATCH and sizes[EO_BATCH] * EO_BATCH > ROWS / 2, sizes
     assert set(got["alo"]) == set(expected["alo"]) and sum(got["alo"].values()) > ROWS  # the killed batch's rows twice
     check_the_secured_write(sb, rerun, token, tmp_path)
 

@@ -22,8 +22,10 @@ from pyspark.sql.types import (
 
 from pulsar_throttled_source.schemas.columns import RAW_ARROW_SCHEMA
 from pulsar_throttled_source.topics import TopicName
+from pulsar_throttled_source.writing.batch_cuts import CutRule
 from pulsar_throttled_source.writing.effectively_once import ProducerIdentity, task_identity
 from pulsar_throttled_source.writing.message_columns import Message, write_columns
+from pulsar_throttled_source.writing.producer_settings import BYTES_NEVER_CUT_BY_CLIENT
 from pulsar_throttled_source.writing.producers import ProducerCache
 from pulsar_throttled_source.writing.routing import Router, java_string_hash, key_partition
 from pulsar_throttled_source.writing.write_options import parse_write_options, refuse_write_options
@@ -65,8 +67,14 @@ def test_the_send_timeout_and_the_wait_for_confirmations_are_read_from_the_produ
     ({"pulsar.producer.sendTimeoutMillis": "soon"}, "'pulsar.producer.sendtimeoutmillis': 'soon' is not an integer"),
     ({"service.url": "http://x:1"}, "Option 'service.url'"),
     ({"deliveryGuarantee": "exactlyOnce"}, "'deliveryGuarantee': 'exactlyOnce' is not allowed; expected atLeastOnce or effectivelyOnce"),
-    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingEnabled": "true"},
-     "'pulsar.producer.batchingEnabled'=true cannot be used with deliveryGuarantee=effectivelyOnce"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingMaxPublishDelayMs": "5"},
+     "'pulsar.producer.batchingMaxPublishDelayMs' cannot be used with deliveryGuarantee=effectivelyOnce: it cuts batches by time"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingType": "KeyBased"}, "'pulsar.producer.batchingType' cannot be KeyBased"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.blockIfQueueFull": "false"},
+     "'pulsar.producer.blockIfQueueFull'=false cannot be used with deliveryGuarantee=effectivelyOnce"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.maxPendingMessages": "100"},
+     "'pulsar.producer.maxPendingMessages'=100 is below the batch size (1000, option 'pulsar.producer.batchingMaxMessages')"),
+    ({"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingMaxMessages": "0"}, "'pulsar.producer.batchingMaxMessages' must be at least 1"),
     ({"sinkId": "a b"}, "Option 'sinkId': 'a b' is not allowed"),
 ])
 def test_bad_write_options_name_the_option_and_what_is_allowed(extra, expected):
@@ -75,14 +83,25 @@ def test_bad_write_options_name_the_option_and_what_is_allowed(extra, expected):
     assert expected in str(err.value)
 
 
-def test_effectively_once_sends_without_batching_and_names_producers_by_sink_and_partition():
-    o = parse_write_options(URLS | {"deliveryguarantee": "EFFECTIVELYONCE", "sinkid": "orders-backfill",
-                                    "pulsar.producer.batchingenabled": "false"})
-    assert o.effectively_once and o.sink_id == "orders-backfill" and dict(o.producer.kwargs)["batching_enabled"] is False
-    assert dict(parse_write_options(URLS | {"deliveryGuarantee": "effectivelyOnce"}).producer.kwargs)["batching_enabled"] is False
+def test_effectively_once_cuts_batches_at_fixed_rows_and_names_producers_by_sink_partition_and_cuts():
+    o = parse_write_options(URLS | {"deliveryguarantee": "EFFECTIVELYONCE", "sinkid": "orders-backfill"})
+    kwargs = dict(o.producer.kwargs)
+    assert o.effectively_once and o.sink_id == "orders-backfill" and o.producer.cuts == CutRule(1000, 128 * 1024)
+    # Batches on; the client cuts by count only (its byte cut and its publish delay off: the sender cuts by bytes).
+    assert kwargs["batching_enabled"] is True and kwargs["batching_max_messages"] == 1000
+    assert kwargs["batching_max_allowed_size_in_bytes"] == BYTES_NEVER_CUT_BY_CLIENT and kwargs["batching_max_publish_delay_ms"] >= 86_400_000
+    given = parse_write_options(URLS | {"deliveryGuarantee": "effectivelyOnce", "pulsar.producer.batchingMaxMessages": "50",
+                                        "pulsar.producer.batchingMaxAllowedSizeInBytes": "4096", "pulsar.producer.maxPendingMessages": "50"})
+    assert given.producer.cuts == CutRule(50, 4096)  # given settings honoured as the cuts
+    for unbatched in ({"pulsar.producer.batchingenabled": "false"}, {"pulsar.producer.chunkingEnabled": "true"}):
+        u = parse_write_options(URLS | {"deliveryGuarantee": "effectivelyOnce"} | unbatched).producer
+        assert dict(u.kwargs)["batching_enabled"] is False and u.cuts == CutRule(1, 1) and not u.cuts.batched
     assert dict(parse_write_options(URLS).producer.kwargs)["batching_enabled"] is True  # atLeastOnce batches (Java's default)
+    assert parse_write_options(URLS).producer.cuts is None  # atLeastOnce: the client's own cuts (time included)
     identity = task_identity("orders-backfill", 3)  # outside a task: batch 0, as a batch write
     assert identity == ProducerIdentity("orders-backfill-3", 0)
+    assert task_identity("orders-backfill", 3, CutRule(1000, 131072).tag).name == "orders-backfill-3-b1000x131072"
+    assert CutRule(1, 1).tag == ""  # unbatched: the names of the sends before batching
     ids = [ProducerIdentity("s-0", b).sequence_id(p) for b, p in ((0, 0), (0, 1), (0, 2**32 - 1), (1, 0), (7, 5))]
     assert ids == sorted(ids) and ids[0] > 0 and len(set(ids)) == 5  # increasing across batches; never 0 (the client drops 0)
     with pytest.raises(ValueError, match="needs option 'sinkId' for a batch write"):

@@ -2,7 +2,7 @@
 the test kills with SIGKILL in the middle of a micro-batch and then runs again on the same checkpoints.
 
 Argument: a JSON object {"service_url", "admin_url", "quota_path", "runs": [...], "secured": {...} or absent}, a run
-being {"name", "source", "topic", "guarantee", "checkpoint", "max_entries", "quota"}: this source over `source`
+being {"name", "source", "topic", "guarantee", "checkpoint", "max_entries", "quota", "options" (optional)}: this source over `source`
 (Trigger.AvailableNow, maxEntriesPerTrigger=max_entries: several micro-batches) written back without renaming under
 publishThrottlingRateInMsg=quota, so a micro-batch takes seconds to write. Every run's query starts at once.
 Prints `PROGRESS <name> <batchId> <numInputRows>` when Spark reports a micro-batch (after its commit) and
@@ -83,7 +83,7 @@ def start(spark, connection: dict, quota_path: str, run: dict):
            .option("startingOffsets", "earliest").option("maxEntriesPerTrigger", str(run["max_entries"])).load())
     return (src.writeStream.queryName(run["name"]).format("pulsar-throttled")
             .options(**connection, topic=run["topic"], deliveryGuarantee=run["guarantee"],
-                     publishThrottlingRateInMsg=str(run["quota"]), quotaStatePath=quota_path)
+                     publishThrottlingRateInMsg=str(run["quota"]), quotaStatePath=quota_path, **run.get("options", {}))
             .option("checkpointLocation", run["checkpoint"]).trigger(availableNow=True).start())
 
 

@@ -9,7 +9,8 @@ before the failing one are persisted by the first attempt: written again by the 
 under effectivelyOnce.
 
 Argument: a JSON object {"service_url", "admin_url", "runs": [...], "example" (optional)}, a run being
-  {"mode": "batch", "topic", "guarantee", "sink_id", "rows", "fail_at": [ids], "send_path" (optional: option sendPath)}: spark.range(rows) in 2 partitions,
+  {"mode": "batch", "topic", "guarantee", "sink_id", "rows", "fail_at": [ids], "send_path" (optional: option sendPath),
+   "options" (optional: more of the write's options)}: spark.range(rows) in 2 partitions,
       key k<id % 7>, value r<id>;
   {"mode": "stream", "topic", "guarantee", "source", "checkpoint", "fail_at": [payloads], "max_entries"}: this source
       over `source` (Trigger.AvailableNow; maxEntriesPerTrigger=max_entries, if given, makes several micro-batches on
@@ -71,6 +72,7 @@ def write_runs(spark, spec: dict) -> None:
             options["sinkId"] = run["sink_id"]
         if run.get("send_path"):
             options["sendPath"] = run["send_path"]
+        options.update(run.get("options", {}))
         if run["mode"] == "batch":
             df = spark.range(run["rows"], numPartitions=2).select(F.concat(F.lit("k"), (F.col("id") % 7).cast("string")).alias("key"),
                                                                   payload("id").alias("value"))
