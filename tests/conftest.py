@@ -24,6 +24,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pulsar-throttled-{os.environ['PYTEST_XDIST_WORKER']}-")
     atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
+# The Spark applications the tests start in processes of their own read tests/spark_conf/spark-defaults.conf (C1 only:
+# a short application at load ~6 ran in 12-16 s instead of 24-34 s); the session SparkSession below opts out.
+os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark_conf")
+
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
 
 # Small ledgers so that every test topic spans several of them (rollover paths get exercised).
@@ -174,6 +178,8 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         # A StackOverflowError (seen once: java.util.regex in a stream execution thread) then shows its
         # whole stack, down to the caller; the default keeps only the top 1,024 frames.
         .config("spark.driver.extraJavaOptions", "-XX:MaxJavaStackTraceDepth=100000")
+        # A whole run's worth of queries: the JVM's default compilers, not the short-lived applications' C1 only.
+        .config("spark.driver.defaultJavaOptions", "").config("spark.executor.defaultJavaOptions", "")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -63,23 +63,26 @@ def produce(client: pulsar.Client, topic: str, count: int, *, batch: int = 0, pr
         props = {"i": str(i), "src": prefix} if properties else {}
         payloads.append((body, key, props))
     ids: list[pulsar.MessageId | None] = [None] * count
+    failed: list[pulsar.Result] = []
 
     def callback_for(i: int):
         def done(res, msg_id) -> None:
-            assert res == pulsar.Result.Ok, res
+            if res != pulsar.Result.Ok:
+                failed.append(res)
             ids[i] = msg_id
         return done
 
+    # Asynchronous sends without batching too: each message is still an entry of its own, in order per partition, and
+    # the producer keeps up to its queue in flight instead of waiting out a round trip per message (500 messages:
+    # ~2-3.5 s one by one at load 4, 0.1-0.3 s in flight).
     for i, (body, key, props) in enumerate(payloads):
         args = {"properties": props} if props else {}
         if key is not None:
             args["partition_key"] = key
-        if batch > 0:
-            producer.send_async(body, callback_for(i), **args)
-        else:
-            ids[i] = producer.send(body, **args)
+        producer.send_async(body, callback_for(i), **args)
     producer.flush()
     producer.close()
+    assert not failed, f"sends to {topic} failed: {failed[:5]}"
     for (body, key, props), mid in zip(payloads, ids, strict=True):
         assert mid is not None
         sent.append(Sent(body, key, props, mid.partition(), mid.serialize(), (mid.ledger_id(), mid.entry_id(), mid.batch_index())))

@@ -370,12 +370,22 @@ def test_credentials_follow_redirects_to_the_hosts_the_real_cluster_names_and_no
 # A whole driver's output and Spark's event log show no secret
 
 LEAK_JOB = r'''
-import json, sys
+import json, sys, time
 from pyspark.sql import SparkSession
+
+began = time.monotonic()
+
+
+def took(what):  # where the job's time goes (stderr: the checks read stdout)
+    global began
+    print(f"LEAK JOB TIMING {what}: {time.monotonic() - began:.1f} s", file=sys.stderr, flush=True)
+    began = time.monotonic()
+
 
 args = json.load(open(sys.argv[1]))  # secrets come from a file: not on the command line, not in the environment
 spark = SparkSession.builder.appName("secured-leak-check").getOrCreate()
 spark.sparkContext.setLogLevel("INFO")
+took("session")
 
 for name, opts in args["refused"].items():  # credentials written where Spark would show them: refused at load
     reader = spark.readStream.format("pulsar-throttled")
@@ -386,6 +396,7 @@ for name, opts in args["refused"].items():  # credentials written where Spark wo
         print(f"REFUSED {name}: no", flush=True)
     except Exception as e:
         print(f"REFUSED {name}: {e}", flush=True)
+    took(f"refused {name}")
 
 for name, opts in args["failing"].items():  # wrong tokens: the errors (at load or once started) show none
     reader = spark.readStream.format("pulsar-throttled")
@@ -395,6 +406,7 @@ for name, opts in args["failing"].items():  # wrong tokens: the errors (at load 
         df = reader.load()  # the topic's schema is looked up here: a refused admin token fails at load
     except Exception as e:
         print(f"FAILED {name}: error at load: {e}", flush=True)
+        took(f"failing {name}")
         continue
     q = df.writeStream.format("noop").option("checkpointLocation", f"{args['work']}/cp-{name}").trigger(availableNow=True).start()
     try:
@@ -404,6 +416,7 @@ for name, opts in args["failing"].items():  # wrong tokens: the errors (at load 
         print(f"FAILED {name}: error: {e}", flush=True)
     print("PROGRESS", [p.json for p in q.recentProgress], q.status, flush=True)
     q.explain(True)
+    took(f"failing {name}")
 
 for name, (auth, read_path) in args["auths"].items():
     reader = spark.readStream.format("pulsar-throttled")
@@ -419,13 +432,16 @@ for name, (auth, read_path) in args["auths"].items():
     print(f"RESULT {name} {read_path}: {len(rows)} rows", flush=True)
     print("PROGRESS", [p.json for p in q.recentProgress], q.status, flush=True)
     q.explain(True)
+    took(f"stream {name}")
     batch = spark.read.format("pulsar-throttled")
     for k, v in {**args["base"], **auth, "readPath": read_path}.items():
         batch = batch.option(k, v)
     batch = batch.load()
     batch.explain(True)
     print(f"RESULT {name} batch: {batch.count()} rows", flush=True)
+    took(f"batch {name}")
 spark.stop()
+took("stop")
 print("LEAK JOB DONE", flush=True)
 '''
 
@@ -466,7 +482,9 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
         "redis-store": (mtls(sb), "python"),
         "token-option": ({"pulsar.client.authParams": f"token:{static_token}"}, "native"),
     }
-    fast = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds": "2", "pulsar.client.connectionTimeoutMs": "1000"}
+    # A refused client token shows as a timed-out reader open: one attempt of a second, then the task fails (3 s and
+    # 2 s, two attempts per partition, kept the job's one failing stream 7 s in its tasks after a 6 s plan).
+    fast = {"pollTimeoutMs": "1000", "pulsar.client.operationTimeoutSeconds": "1", "pulsar.client.connectionTimeoutMs": "1000"}
     failing = {"bad-client": {"pulsar.admin.authParams": f"token:{static_token}", "pulsar.client.authParams": f"token:{wrong_token}", **fast},
                "bad-admin": {"pulsar.client.authParams": f"token:{wrong_token}", "adminTimeoutMs": "3000"}}
     # Issue 54: a Redis password (quotaStorePassword), a metrics URL's password (taken out of the URL), credentials
@@ -490,6 +508,7 @@ def test_driver_and_executor_logs_and_the_event_log_show_no_secret(sb, idp, topi
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     log = proc.stdout + proc.stderr
     (tmp_path / "spark-submit.log").write_text(log)
+    print("\n".join(line for line in proc.stderr.splitlines() if line.startswith("LEAK JOB TIMING")))  # shown with -s
     assert proc.returncode == 0 and "LEAK JOB DONE" in proc.stdout, f"spark-submit failed; log in {tmp_path / 'spark-submit.log'}"
     for auth, (_, read_path) in auths.items():
         for how in (read_path, "batch"):
