@@ -101,6 +101,10 @@ void lane_sent(pns_task_t *t, lane_t *lane, int closes) {
     }
 }
 
+/* Rows handed to the task's producers in effectivelyOnce batches not cut yet (lane_sent's count; -1: no task). Read
+ * on the task's thread: the conformance test of the two senders' cuts (tests/unit/test_send_cuts_conformance.py). */
+PAR_EXPORT int64_t pns_task_held(void *task) { return task == NULL ? -1 : ((pns_task_t *)task)->held; }
+
 /* A cut's flush answered: each message's own callback reports its send. */
 void flushed(pulsar_result result, void *ctx) {
     (void)result;

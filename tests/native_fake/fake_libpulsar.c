@@ -1,8 +1,12 @@
 /*
- * fake_libpulsar.c: a stand-in for libpulsar's C API, for the conformance test of the two read paths
- * (tests/unit/test_read_path_conformance.py). It has every symbol native/src/par_internal.h's SYMBOLS
- * lists (par_load resolves them all), and one reader that replays a scripted sequence: each read
- * returns the next scripted message, or a timeout where the script says so, then times out for good.
+ * fake_libpulsar.c: a stand-in for libpulsar's C API, for the conformance tests of the two read paths
+ * (tests/unit/test_read_path_conformance.py) and of the two senders' effectivelyOnce batch cuts
+ * (tests/unit/test_send_cuts_conformance.py). It has every symbol native/src/par_internal.h's SYMBOLS
+ * and send_internal.h's SENDER_SYMBOLS list (par_load and pns_init resolve them all), one reader that
+ * replays a scripted sequence: each read returns the next scripted message, or a timeout where the
+ * script says so, then times out for good; and producers that batch as pulsar-client-cpp's do under
+ * effectivelyOnce's settings (a batch sent when it holds batchingMaxMessages rows, or on a flush; its
+ * messages answered then) and log every send and flush (fake_producer_log).
  *
  * Script it with fake_reset() and fake_push(); fake_live() counts the objects handed out and not
  * freed yet (messages, ids, configurations, clients, readers), so a test sees what the library
@@ -26,6 +30,7 @@ typedef struct {
 
 typedef struct pulsar_message {
     step_t step;      /* a copy of the step's bytes, owned by the message */
+    int64_t sequence_id, size; /* a message the sender built: its sequence id (-1: the producer's) and payload bytes */
 } pulsar_message_t;
 
 typedef struct pulsar_message_id {
@@ -235,3 +240,159 @@ const char *pulsar_string_map_get_key(void *map, int i) { (void)map, (void)i; re
 const char *pulsar_string_map_get_value(void *map, int i) { (void)map, (void)i; return NULL; }
 void pulsar_string_map_free(void *map) { (void)map; }
 const char *pulsar_result_str(int result) { return result == RESULT_TIMEOUT ? "TimeOut" : result == RESULT_OK ? "Ok" : "UnknownError"; }
+
+/* ---- producers (the sender's symbols) ----------------------------------------------------------------- */
+typedef void (*send_callback)(int, pulsar_message_id_t *, void *);
+typedef void (*flush_callback)(int, void *);
+
+typedef struct {
+    int batching;
+    unsigned int max_messages;
+} producer_conf_t;
+
+typedef struct {
+    send_callback callback;
+    void *ctx;
+} waiting_t;
+
+/* A producer: its open batch (the sends waiting for it to be sent) and its log, FAKE_LOG_FIELDS int64 per event:
+ * kind (0: a send, 1: a flush_async), the message's sequence id, its payload bytes, and the batch it is in (sends:
+ * the producer's batches are numbered from 0; a flush: the batches sent before it). */
+#define FAKE_LOG_FIELDS 4
+typedef struct pulsar_producer {
+    int batching;
+    int64_t max_messages, batches;
+    waiting_t *open;
+    int64_t open_n, open_cap;
+    int64_t *log;
+    int64_t log_n, log_cap; /* events */
+} pulsar_producer_t;
+
+void *pulsar_producer_configuration_create(void) {
+    producer_conf_t *c = calloc(1, sizeof *c);
+    if (c == NULL) return NULL;
+    c->batching = 1; /* libpulsar's defaults */
+    c->max_messages = 1000;
+    g_live++;
+    return c;
+}
+void pulsar_producer_configuration_free(producer_conf_t *c) {
+    if (c == NULL) return;
+    g_live--;
+    free(c);
+}
+void pulsar_producer_configuration_set_batching_enabled(producer_conf_t *c, int v) { c->batching = v; }
+void pulsar_producer_configuration_set_batching_max_messages(producer_conf_t *c, unsigned int v) { c->max_messages = v; }
+void pulsar_producer_configuration_set_producer_name(void *c, const char *v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_send_timeout(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_compression_type(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_max_pending_messages(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_max_pending_messages_across_partitions(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_block_if_queue_full(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_batching_max_allowed_size_in_bytes(void *c, unsigned long v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_batching_max_publish_delay_ms(void *c, unsigned long v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_chunking_enabled(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_lazy_start_partitioned_producers(void *c, int v) { (void)c, (void)v; }
+void pulsar_producer_configuration_set_access_mode(void *c, int v) { (void)c, (void)v; }
+
+int pulsar_client_create_producer(void *client, const char *topic, const producer_conf_t *conf, pulsar_producer_t **out) {
+    (void)topic;
+    if (client == NULL || conf == NULL || out == NULL) return RESULT_ERROR;
+    pulsar_producer_t *p = calloc(1, sizeof *p);
+    if (p == NULL) return RESULT_ERROR;
+    p->batching = conf->batching;
+    p->max_messages = conf->max_messages;
+    g_live++;
+    *out = p;
+    return RESULT_OK;
+}
+
+static int grow(void **items, int64_t *cap, int64_t need, size_t item) {
+    if (need <= *cap) return 0;
+    int64_t n = *cap > 0 ? *cap * 2 : 64;
+    while (n < need) n *= 2;
+    void *grown = realloc(*items, (size_t)n * item);
+    if (grown == NULL) return -1;
+    *items = grown;
+    *cap = n;
+    return 0;
+}
+
+static void log_event(pulsar_producer_t *p, int64_t kind, int64_t sequence_id, int64_t size) {
+    if (grow((void **)&p->log, &p->log_cap, p->log_n + 1, FAKE_LOG_FIELDS * sizeof(int64_t)) != 0) abort();
+    int64_t *e = &p->log[p->log_n++ * FAKE_LOG_FIELDS];
+    e[0] = kind;
+    e[1] = sequence_id;
+    e[2] = size;
+    e[3] = p->batches;
+}
+
+/* The open batch sent and answered (`result`): each of its messages' callbacks. */
+static void end_batch(pulsar_producer_t *p, int result) {
+    if (p->open_n == 0) return;
+    int64_t n = p->open_n;
+    p->open_n = 0;
+    p->batches++;
+    for (int64_t i = 0; i < n; i++) p->open[i].callback(result, result == RESULT_OK ? new_id("", 0) : NULL, p->open[i].ctx);
+}
+
+void pulsar_producer_send_async(pulsar_producer_t *p, pulsar_message_t *m, send_callback callback, void *ctx) {
+    log_event(p, 0, m->sequence_id, m->size);
+    if (grow((void **)&p->open, &p->open_cap, p->open_n + 1, sizeof(waiting_t)) != 0) abort();
+    p->open[p->open_n++] = (waiting_t){callback, ctx};
+    if (!p->batching || p->open_n >= p->max_messages) end_batch(p, RESULT_OK);
+}
+void pulsar_producer_flush_async(pulsar_producer_t *p, flush_callback callback, void *ctx) {
+    log_event(p, 1, -1, 0);
+    end_batch(p, RESULT_OK);
+    callback(RESULT_OK, ctx);
+}
+int pulsar_producer_flush(pulsar_producer_t *p) {
+    end_batch(p, RESULT_OK);
+    return RESULT_OK;
+}
+int64_t pulsar_producer_get_last_sequence_id(pulsar_producer_t *p) { (void)p; return -1; }
+/* As libpulsar's close: the open batch is failed, not sent. */
+int pulsar_producer_close(pulsar_producer_t *p) {
+    end_batch(p, RESULT_ERROR);
+    return RESULT_OK;
+}
+void pulsar_producer_free(pulsar_producer_t *p) {
+    if (p == NULL) return;
+    g_live--;
+    free(p->open);
+    free(p->log);
+    free(p);
+}
+
+/* The producer's log (FAKE_LOG_FIELDS int64 per event) into `out` (`cap` int64): the events copied, or -1 when `out` is
+ * too small for them all. */
+int64_t fake_producer_log(const pulsar_producer_t *p, int64_t *out, int64_t cap) {
+    if (p == NULL || out == NULL || cap < p->log_n * FAKE_LOG_FIELDS) return -1;
+    if (p->log_n > 0) memcpy(out, p->log, (size_t)(p->log_n * FAKE_LOG_FIELDS) * sizeof(int64_t));
+    return p->log_n;
+}
+/* The sends in the producer's open batch (not answered yet). */
+int64_t fake_producer_open(const pulsar_producer_t *p) { return p == NULL ? -1 : p->open_n; }
+
+/* Messages the sender builds: the payload is read whole (AddressSanitizer sees a read past it) and its size kept. */
+static int64_t g_payload_sum; /* what reading the payloads adds up: keeps the reads */
+pulsar_message_t *pulsar_message_create(void) {
+    pulsar_message_t *m = calloc(1, sizeof *m);
+    if (m == NULL) return NULL;
+    m->sequence_id = -1;
+    g_live++;
+    return m;
+}
+static void read_payload(pulsar_message_t *m, const void *data, size_t size) {
+    const uint8_t *bytes = data;
+    for (size_t i = 0; i < size; i++) g_payload_sum += bytes[i];
+    m->size = (int64_t)size;
+}
+void pulsar_message_set_content(pulsar_message_t *m, const void *data, size_t size) { read_payload(m, data, size); }
+void pulsar_message_set_allocated_content(pulsar_message_t *m, void *data, size_t size) { read_payload(m, data, size); }
+void pulsar_message_set_sequence_id(pulsar_message_t *m, int64_t id) { m->sequence_id = id; }
+void pulsar_message_set_partition_key(pulsar_message_t *m, const char *v) { (void)m, (void)v; }
+void pulsar_message_set_ordering_key(pulsar_message_t *m, const char *v) { (void)m, (void)v; }
+void pulsar_message_set_event_timestamp(pulsar_message_t *m, uint64_t v) { (void)m, (void)v; }
+void pulsar_message_set_property(pulsar_message_t *m, const char *k, const char *v) { (void)m, (void)k, (void)v; }
