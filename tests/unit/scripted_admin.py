@@ -26,8 +26,10 @@ class Scripted(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        time.sleep(type(self).delay_s)
+        # The answer is taken from the script as the request arrives: a slow answer still sleeping when its test ended
+        # (daemon handler threads outlive the server) must not take the next test's first step.
         step = type(self).statuses.pop(0) if type(self).statuses else 200
+        time.sleep(type(self).delay_s)
         status, body = step[:2] if isinstance(step, tuple) else (step, b"[]" if step == 200 else b"broker is restarting")
         self.send_response(status)
         if isinstance(step, tuple) and len(step) >= 3 and step[2]:
