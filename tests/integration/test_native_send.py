@@ -16,6 +16,7 @@ from collections import Counter
 import requests
 from helpers import create_namespace, create_topic
 from native_path import json_lines, needs_native_path, run_under_asan
+from sink_checks import entry_sizes
 
 pytestmark = needs_native_path
 
@@ -104,22 +105,6 @@ def _read(client, topic: str) -> Counter:
     return got
 
 
-def _entries(client, topic: str) -> Counter:
-    """Messages per entry (partition, ledger, entry) of `topic`: a batch is one entry."""
-    import pulsar
-
-    got: Counter = Counter()
-    for partition in client.get_topic_partitions(topic):
-        reader = client.create_reader(partition, pulsar.MessageId.earliest)
-        try:
-            while reader.has_message_available():
-                i = reader.read_next(10_000).message_id()
-                got[(partition, i.ledger_id(), i.entry_id())] += 1
-        finally:
-            reader.close()
-    return got
-
-
 def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_client, unique, tmp_path):
     namespace = create_namespace(admin, f"public/native-send-{unique}")
     requests.post(f"{admin.base}/admin/v2/namespaces/{namespace}/deduplication", json=True, timeout=30).raise_for_status()
@@ -175,11 +160,11 @@ def test_the_native_sender_sends_under_address_sanitizer(broker, admin, pulsar_c
     assert _read(pulsar_client, topics["scribbled"]) == _expected(every)
     assert _read(pulsar_client, topics["once-scribbled"]) == _expected(once)
     assert results["paced"]["total"] == len(paced) and _read(pulsar_client, topics["paced"]) == _expected(paced)
-    assert max(Counter(_entries(pulsar_client, topics["paced"]).values())) == 100
+    assert max(entry_sizes(pulsar_client, topics["paced"])) == 100
     for name, rows in (("batched", once), ("handed-eo", handed_eo)):
         assert "MessageTooBig" in results[f"{name}-1"]["error"], results[f"{name}-1"]
         retry = results[f"{name}-2"]
         assert retry["skipped"] > 0 and retry["total"] + retry["skipped"] == len(rows), retry
         assert _read(pulsar_client, topics[name]) == _expected(rows)  # every row once
-        sizes = Counter(_entries(pulsar_client, topics[name]).values())
+        sizes = entry_sizes(pulsar_client, topics[name])
         assert max(sizes) <= 8 and sum(n for size, n in sizes.items() if size > 1) > len(rows) / 8, sizes  # batched
