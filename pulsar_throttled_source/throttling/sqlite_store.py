@@ -7,21 +7,21 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from .store import BucketState, MultiplierState, QuotaTransaction
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS buckets (
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS buckets (
     key TEXT PRIMARY KEY,
     "window" INTEGER NOT NULL,
     used_msgs REAL NOT NULL,
     used_bytes REAL NOT NULL,
     updated_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS multipliers (
+)""",
+    """CREATE TABLE IF NOT EXISTS multipliers (
     cluster TEXT PRIMARY KEY,
     window_ms INTEGER NOT NULL,
     base REAL NOT NULL,
@@ -29,10 +29,11 @@ CREATE TABLE IF NOT EXISTS multipliers (
     m REAL NOT NULL,
     updated_at REAL NOT NULL,
     slow_start INTEGER NOT NULL DEFAULT 0
+)""",
 )
-"""
 
 
+_BUSY_CODES = (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
 SQLITE_KEYS_PER_QUERY = 500  # below SQLite's oldest limit of 999 bound parameters
 
 
@@ -92,6 +93,21 @@ def _add_slow_start_column(conn: sqlite3.Connection) -> None:
             raise
 
 
+def _retry_while_busy(step: Callable[[], object], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            step()
+            return
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES  # extended codes carry it low
+            if not busy or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)  # another process holds the lock for a few statements: a short wait, growing
+            pause = min(pause * 2, 0.1)
+
+
 class SqliteQuotaStore:
     """Buckets in one sqlite file, shared by all processes on a host that use the same path.
 
@@ -126,15 +142,31 @@ class SqliteQuotaStore:
             conn = sqlite3.connect(
                 self.path, timeout=self.timeout_s, isolation_level=None, check_same_thread=False
             )
-            conn.execute("PRAGMA journal_mode=WAL")  # readers never block the writer
-            conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
-            conn.executescript(_SCHEMA)
-            _add_slow_start_column(conn)
+            self._initialise(conn)
             return conn
         except (OSError, sqlite3.Error) as exc:
             if conn is not None:
                 conn.close()
             raise ValueError(f"cannot open quota store at {self.path!r} (option 'quotaStatePath'): {exc}") from exc
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        """WAL mode and the tables, safe when many processes open a new file at once (tasks of one query do).
+
+        Switching to WAL takes an exclusive lock and sqlite answers busy without calling its busy handler
+        when that could deadlock, so the switch is retried until ``timeout_s``; the tables are made inside
+        BEGIN IMMEDIATE, which waits for the write lock, where autocommit statements that read the schema
+        and then write could be refused for the same reason ("database is locked" at open, found in CI)."""
+        _retry_while_busy(lambda: conn.execute("PRAGMA journal_mode=WAL"), self.timeout_s)  # readers never block the writer
+        conn.execute("PRAGMA synchronous=NORMAL")  # quota counters need no fsync per commit
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            _add_slow_start_column(conn)
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
 
     def _connection(self) -> sqlite3.Connection:
         if self._pid != os.getpid():

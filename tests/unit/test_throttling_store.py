@@ -146,6 +146,29 @@ def test_sqlite_loses_no_increments_across_processes(tmp_path: Path) -> None:
     assert used(parent_store, "k") == BucketState(0, 151.0, 1510.0)
 
 
+def _open_and_charge_at_once(path: str, start: object, key: str) -> None:
+    start.wait()  # type: ignore[attr-defined]
+    increment(SqliteQuotaStore(path), key, 1)
+
+
+def test_sqlite_many_processes_opening_a_new_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """The tasks of one query open the same new quotaStatePath together: none may be refused with
+    "database is locked" (sqlite answers busy without waiting when a switch to WAL or a schema read
+    followed by a write races another process; CI failed on it once). 8 processes x 20 new files:
+    the old open failed about one file in eight."""
+    context = multiprocessing.get_context("fork")
+    for round_ in range(20):
+        path = str(tmp_path / f"quota{round_}.sqlite")
+        start = context.Barrier(8)
+        children = [context.Process(target=_open_and_charge_at_once, args=(path, start, "k")) for _ in range(8)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(timeout=60)
+        assert [child.exitcode for child in children] == [0] * 8, f"round {round_}"
+        assert used(SqliteQuotaStore(path), "k") == BucketState(0, 8.0, 80.0)
+
+
 def _uses_a_new_connection(store: SqliteQuotaStore, inherited: sqlite3.Connection) -> None:
     raise SystemExit(0 if store._connection() is not inherited else 1)
 
