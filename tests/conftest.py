@@ -40,14 +40,17 @@ TEST_ENTRIES_PER_LEDGER = 50
 MAX_MESSAGE_SIZE = 131072
 SAME_MESSAGE_LIMIT = {"maxMessageSize": str(MAX_MESSAGE_SIZE)}
 TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LIMIT}
-# The JVM of a broker a test module starts for itself (and stops after a minute or two of small topics): C1 only,
-# which starts it in about two thirds of the time (no C2 compiles competing for the 2 cores); the session broker,
-# which serves every module's reads for the whole run, keeps the JVM's default.
-SHORT_LIVED_BROKER_JVM = ["-XX:TieredStopAtLevel=1"]
+# Every broker JVM of the suite, the session broker's too: C1 only. It starts a module's own broker in about two thirds
+# of the time, and the suite is CPU-bound on 2 cores, where C2's compiles cost more than they win back even in the
+# session broker that serves the whole run: test_throttling, test_sink, test_source and test_schema_types on 2 workers
+# took 260 and 274 s with the default JIT, 215 and 215 s with a C1 session broker (its CPU 87 -> 42 s), 190 s with the
+# session SparkSession C1 too.
+TEST_BROKER_JVM = ["-XX:TieredStopAtLevel=1"]
 
 
 def _session_broker(data_dir: str | Path) -> LocalBroker:
-    return LocalBroker(data_dir=data_dir, max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER, broker_config=TEST_BROKER_CONFIG)
+    return LocalBroker(data_dir=data_dir, max_entries_per_ledger=TEST_ENTRIES_PER_LEDGER, broker_config=TEST_BROKER_CONFIG,
+                       jvm_options=TEST_BROKER_JVM)
 
 
 # With xdist (`make test`: -n 2), the controller starts the one session broker before the workers
@@ -178,8 +181,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         # A StackOverflowError (seen once: java.util.regex in a stream execution thread) then shows its
         # whole stack, down to the caller; the default keeps only the top 1,024 frames.
         .config("spark.driver.extraJavaOptions", "-XX:MaxJavaStackTraceDepth=100000")
-        # A whole run's worth of queries: the JVM's default compilers, not the short-lived applications' C1 only.
-        .config("spark.driver.defaultJavaOptions", "").config("spark.executor.defaultJavaOptions", "")
+        # C1 only, from tests/spark_conf/spark-defaults.conf (SPARK_CONF_DIR), as every Spark application of the suite.
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from helpers import create_topic, produce, quiet_logger
 from pyspark.errors import AnalysisException
 from streaming import Collected, available_now_side_by_side, failure_of, identity, read_stream, sent_identity
@@ -45,7 +45,7 @@ FAST_CLIENT = {"pollTimeoutMs": "3000", "pulsar.client.operationTimeoutSeconds":
 @pytest.fixture(scope="module")
 def auth_broker(tmp_path_factory: pytest.TempPathFactory):
     with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-auth"), max_entries_per_ledger=50, auth_token=True,
-                     broker_config=SAME_MESSAGE_LIMIT, jvm_options=SHORT_LIVED_BROKER_JVM) as b:  # stopped however the tests end
+                     broker_config=SAME_MESSAGE_LIMIT, jvm_options=TEST_BROKER_JVM) as b:  # stopped however the tests end
         yield b
 
 

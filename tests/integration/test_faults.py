@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pulsar
 import pytest
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from helpers import create_namespace, create_topic, produce, unload_bundles, wait_until
 from streaming import Collected, entry_of, identity, sent_identity, source_options, start_collecting, wait_caught_up
 from topic_admin import TopicAdmin
@@ -42,7 +42,7 @@ def fault_broker(tmp_path_factory: pytest.TempPathFactory):
     # waits on gets stuck; fixed by #26025, not in 4.0.7). These tests take their quotas from options.
     with LocalBroker(data_dir=tmp_path_factory.mktemp("pulsar-faults"), max_entries_per_ledger=50,
                      broker_config={"topicLevelPoliciesEnabled": "false", **SAME_MESSAGE_LIMIT},
-                     jvm_options=SHORT_LIVED_BROKER_JVM) as b:  # stopped however the tests end
+                     jvm_options=TEST_BROKER_JVM) as b:  # stopped however the tests end
         yield b
 
 

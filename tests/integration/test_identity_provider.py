@@ -19,7 +19,7 @@ from pathlib import Path
 import pulsar
 import pytest
 import requests
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from helpers import quiet_logger
 from identity_provider import UNTRUSTED_ISSUER_ID, IdentityProvider, jwt_claims
 
@@ -50,7 +50,7 @@ def oauth_broker(idp: IdentityProvider, tmp_path_factory: pytest.TempPathFactory
     # The launcher's readiness check would send its own HS256 admin token, which this broker does not trust: it
     # is given a superuser token from the IdP instead.
     broker = LocalBroker(data_dir=work / "broker", max_entries_per_ledger=50, broker_config=config,
-                         ready_token=lambda: idp.access_token(BROKER_CLIENT), jvm_options=SHORT_LIVED_BROKER_JVM)
+                         ready_token=lambda: idp.access_token(BROKER_CLIENT), jvm_options=TEST_BROKER_JVM)
     broker.start()
     try:
         yield broker

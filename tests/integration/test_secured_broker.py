@@ -22,7 +22,7 @@ import pulsar
 import pytest
 import requests
 from certificates import make_certificates
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from helpers import quiet_logger
 from secured_broker import SecuredBroker, secured_broker
 
@@ -54,7 +54,7 @@ OPERATION_TIMEOUT_S = 3
 def sb(tmp_path_factory: pytest.TempPathFactory):
     config = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LIMIT}
     with secured_broker(tmp_path_factory.mktemp("secured"), roles=list(ROLES), broker_config=config,
-                        jvm_options=SHORT_LIVED_BROKER_JVM) as b:
+                        jvm_options=TEST_BROKER_JVM) as b:
         yield b
 
 
@@ -167,7 +167,7 @@ def wrong_name_broker(sb, tmp_path_factory):
     """A TLS broker (no authentication) whose certificate, signed by the same CA, names only broker.invalid."""
     pair = sb.certs.broker_wrong_name
     with LocalBroker(data_dir=tmp_path_factory.mktemp("wrong-name"), tls=TlsFiles(pair.cert, pair.key, sb.certs.ca),
-                     broker_config=SAME_MESSAGE_LIMIT, jvm_options=SHORT_LIVED_BROKER_JVM) as b:
+                     broker_config=SAME_MESSAGE_LIMIT, jvm_options=TEST_BROKER_JVM) as b:
         client = pulsar.Client(b.service_url, logger=quiet_logger("pulsar-secured-facts", logging.CRITICAL))
         try:
             client.create_producer("persistent://public/default/named").send(b"plain")

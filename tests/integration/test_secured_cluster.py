@@ -25,7 +25,7 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from helpers import produce
@@ -80,7 +80,7 @@ def servers(tmp_path_factory, signing_key) -> Iterator[tuple[IdentityProvider, S
         provider_started = pool.submit(provider.start)
         try:
             with secured_broker(work, roles=[READER, OUTSIDER, TOPIC_READER], token_public_key=key_url, broker_config=config,
-                                max_entries_per_ledger=50, jvm_options=SHORT_LIVED_BROKER_JVM) as broker:
+                                max_entries_per_ledger=50, jvm_options=TEST_BROKER_JVM) as broker:
                 provider_started.result()
                 for method, path, body in [
                     ("PUT", "/admin/v2/tenants/secured", {"adminRoles": [], "allowedClusters": ["standalone"]}),

@@ -18,7 +18,7 @@ from pathlib import Path
 import pulsar
 import pytest
 import requests
-from conftest import SAME_MESSAGE_LIMIT, SHORT_LIVED_BROKER_JVM
+from conftest import SAME_MESSAGE_LIMIT, TEST_BROKER_JVM
 from helpers import create_namespace, create_topic, produce, wait_until
 from native_path import needs_native_path
 from secrecy import assert_no_secret, files_text
@@ -74,7 +74,7 @@ class Job:
 def sb(tmp_path_factory) -> SecuredBroker:
     """A broker with TLS on both ports, token authentication and authorization; WRITER may produce on one namespace."""
     with secured_broker(tmp_path_factory.mktemp("sink-secured"), roles=[WRITER], broker_config=dict(SAME_MESSAGE_LIMIT),
-                        jvm_options=SHORT_LIVED_BROKER_JVM) as b:
+                        jvm_options=TEST_BROKER_JVM) as b:
         for method, path, body in [("PUT", "/admin/v2/tenants/sink", {"adminRoles": [], "allowedClusters": ["standalone"]}),
                                    ("PUT", f"/admin/v2/namespaces/{SECURED_NAMESPACE}", None),
                                    ("POST", f"/admin/v2/namespaces/{SECURED_NAMESPACE}/permissions/{WRITER}", ["produce"]),
