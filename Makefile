@@ -64,13 +64,14 @@ test: lint
 	$(PY) tests/identity_provider.py fetch >/dev/null  # the OAuth2 tests' authorization server (cached)
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
 	$(PY) tests/release_venv.py >/dev/null  # a PySpark-only venv and a wheelhouse for the release install test (cached)
+	# --durations 30: the slowest test phases (a module fixture's start shows in its first test's setup).
 	# Two workers, each taking whole test files in collection order (tests/conftest.py puts the longest
 	# first; module fixtures stay in one process). Three were barely faster on 2 cores (15:34 against about
 	# 16-17 minutes) and loaded the machine enough for Python runners to miss Spark's connect-back time.
 	# A test is rerun once, 10 s later, only when a Spark query's Python runner missed the fixed 10 s Spark
 	# gives it to connect back (PythonWorkerFactory; not configurable), which a busy 2-core machine can
 	# cause; any other failure fails the run (docs/DEVELOPMENT.md).
-	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 10 --only-rerun 'to connect back' tests
+	PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder --reruns 1 --reruns-delay 10 --only-rerun 'to connect back' --durations 30 tests
 	@$(PY) tests/check_no_leftovers.py $(PULSAR_THROTTLED_RUN_ID)
 
 # The release artifacts, in dist/ (git-ignored): the sdist, the pure-Python wheel built from that sdist (as
