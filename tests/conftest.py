@@ -43,8 +43,8 @@ TEST_BROKER_CONFIG = {"transactionCoordinatorEnabled": "true", **SAME_MESSAGE_LI
 # Every broker JVM of the suite, the session broker's too: C1 only. It starts a module's own broker in about two thirds
 # of the time, and the suite is CPU-bound on 2 cores, where C2's compiles cost more than they win back even in the
 # session broker that serves the whole run: test_throttling, test_sink, test_source and test_schema_types on 2 workers
-# took 260 and 274 s with the default JIT, 215 and 215 s with a C1 session broker (its CPU 87 -> 42 s), 190 s with the
-# session SparkSession C1 too.
+# took 260 and 274 s with the default JIT, 215 and 215 s with a C1 session broker (its CPU 87 -> 42 s); then with the
+# session SparkSession's JIT alternated (ABBA): default 275 and 223 s, C1 197 and 193 s (its JVM's CPU 122-169 -> 74-76 s).
 TEST_BROKER_JVM = ["-XX:TieredStopAtLevel=1"]
 
 
