@@ -101,7 +101,7 @@ def _retry_while_busy(step: Callable[[], object], timeout_s: float) -> None:
             step()
             return
         except sqlite3.OperationalError as exc:
-            busy = getattr(exc, "sqlite_errorcode", 0) & 0xFF in _BUSY_CODES  # extended codes carry it low
+            busy = (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in _BUSY_CODES  # extended codes carry it low
             if not busy or time.monotonic() + pause > deadline:
                 raise
             time.sleep(pause)  # another process holds the lock for a few statements: a short wait, growing
