@@ -24,8 +24,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pulsar-throttled-{os.environ['PYTEST_XDIST_WORKER']}-")
     atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
-# The Spark applications the tests start in processes of their own read tests/spark_conf/spark-defaults.conf (C1 only:
-# a short application at load ~6 ran in 12-16 s instead of 24-34 s); the session SparkSession below opts out.
+# Every Spark application of the suite, the session SparkSession below too, reads tests/spark_conf/spark-defaults.conf
+# (C1 only: a short application at load ~6 ran in 12-16 s instead of 24-34 s).
 os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark_conf")
 
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
