@@ -64,6 +64,7 @@ test: lint
 	$(PY) tests/identity_provider.py fetch >/dev/null  # the OAuth2 tests' authorization server (cached)
 	$(PY) tests/compat_venvs.py >/dev/null  # PySpark 4.0.x and 4.1.x venvs for the compat tests (cached)
 	$(PY) tests/release_venv.py >/dev/null  # a PySpark-only venv and a wheelhouse for the release install test (cached)
+	$(PY) tests/spark_class_archive.py >/dev/null  # class-data archives of those PySparks' jars for faster Spark starts (cached)
 	# --durations 30: the slowest test phases (a module fixture's start shows in its first test's setup).
 	# Two workers, each taking whole test files in collection order (tests/conftest.py puts the longest
 	# first; module fixtures stay in one process). Three were barely faster on 2 cores (15:34 against about

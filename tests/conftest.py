@@ -24,9 +24,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pulsar-throttled-{os.environ['PYTEST_XDIST_WORKER']}-")
     atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
-# Every Spark application of the suite, the session SparkSession below too, reads tests/spark_conf/spark-defaults.conf
-# (C1 only: a short application at load ~6 ran in 12-16 s instead of 24-34 s).
-os.environ["SPARK_CONF_DIR"] = str(Path(__file__).parent / "spark_conf")
+# Every Spark application of the suite, the session SparkSession below too, inherits its JVM options from these
+# variables (tests/spark_class_archive.py): C1 only (a short application at load ~6 ran in 12-16 s instead of 24-34 s)
+# and the class-data archive of this PySpark's jars, which halves a driver JVM's start-up CPU. Applications that run
+# another PySpark (the compat lines', the release test's) set their own.
+import pyspark  # noqa: E402
+from spark_class_archive import spark_env as spark_jvm_env  # noqa: E402
+
+os.environ.update(spark_jvm_env(Path(sys.executable), Path(pyspark.__file__).parent))
+os.environ.pop("SPARK_CONF_DIR", None)  # a developer's own Spark conf stays out (and its directory would void the archive)
 
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402
 
@@ -181,7 +187,7 @@ def spark(tmp_path_factory: pytest.TempPathFactory):
         # A StackOverflowError (seen once: java.util.regex in a stream execution thread) then shows its
         # whole stack, down to the caller; the default keeps only the top 1,024 frames.
         .config("spark.driver.extraJavaOptions", "-XX:MaxJavaStackTraceDepth=100000")
-        # C1 only, from tests/spark_conf/spark-defaults.conf (SPARK_CONF_DIR), as every Spark application of the suite.
+        # C1 only and the class archive, from SPARK_SUBMIT_OPTS (above), as every Spark application of the suite.
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")

@@ -13,14 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def archive_path(cache: Path, lib: Path, java: str) -> Path:
-    """The archive for this jar set and this Java binary (by its resolved path, size and mtime)."""
+def archive_path(cache: Path, lib: Path, java: str, kind: str = "broker") -> Path:
+    """The archive for this jar set and this Java binary (by its resolved path, size and mtime); `kind` names what
+    runs on them (the test suite keeps its Spark JVMs' archives here too)."""
     real = Path(java).resolve()
     stat = real.stat()
     jars = sorted(p.name for p in lib.glob("*.jar"))
     key = hashlib.sha256("\n".join([str(real), str(stat.st_size), str(stat.st_mtime_ns), str(lib.resolve()), *jars])
                          .encode()).hexdigest()[:16]
-    return cache / "class-archive" / f"broker-{key}.jsa"
+    return cache / "class-archive" / f"{kind}-{key}.jsa"
 
 
 def use_flags(archive: Path) -> list[str]:

@@ -17,6 +17,7 @@ import nbformat
 from compat_venvs import ROOT, VERSIONS, compat_python
 from helpers import create_topic, produce
 from nbclient import NotebookClient
+from spark_class_archive import spark_env as spark_jvm_env
 
 NOTEBOOK = ROOT / "notebooks" / "quickstart.ipynb"
 
@@ -65,6 +66,7 @@ def test_quickstart_notebook_runs_on_every_spark_line(broker, admin, pulsar_clie
         register_kernel(jupyter, kernels[version], python, {
             "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python), "PYTHONPATH": str(ROOT),
             "VIRTUAL_ENV": str(python.parent.parent), "PATH": f"{python.parent}:{os.environ.get('PATH', '')}",
+            **spark_jvm_env(python),  # this line's class archive
             **({"PULSAR_TOPIC": existing} if version == EXISTING else {})})
 
     notebooks = {version: with_watch_seconds(nbformat.read(NOTEBOOK, as_version=4), 240) for version in kernels}

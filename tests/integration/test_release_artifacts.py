@@ -26,8 +26,9 @@ import pytest
 from helpers import create_topic, produce
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
-from release_venv import fresh_runtime, wheelhouse
+from release_venv import fresh_runtime, pyspark_only_venv, wheelhouse
 from runtime_wheel import ROOT, release_artifacts
+from spark_class_archive import spark_env as spark_jvm_env
 from trove_classifiers import classifiers as TROVE
 
 import pulsar_throttled_source
@@ -221,7 +222,8 @@ def test_installed_from_the_folder_a_throttled_query_reads_exactly_once_on_each_
         workdir.mkdir()
         job = shutil.copy(Path(__file__).parent / "release_job.py", workdir)  # run from outside the checkout
         env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
-        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1")
+        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), SPARK_LOCAL_IP="127.0.0.1",
+                   **spark_jvm_env(python, pyspark_only_venv() / "pyspark"))  # the class archive of the runtime's PySpark
         jobs[path] = (sent, subprocess.Popen([str(python), job, broker.service_url, broker.admin_url, topic, str(workdir),
                                               str(PER_TRIGGER)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                              env=env, cwd=workdir))

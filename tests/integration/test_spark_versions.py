@@ -30,6 +30,7 @@ import requests
 from compat_venvs import ROOT, VERSIONS, compat_python
 from helpers import Sent, batch_rows, create_namespace, create_topic, produce
 from sink_checks import read_back
+from spark_class_archive import spark_env as spark_jvm_env
 
 PER_PARTITION = 5  # entries per partition per second, as compat_job sets the topic quota
 WATCHED = 20  # entries per partition of the watched query's topic, one message each: 4 batches at its quota
@@ -75,7 +76,7 @@ def older_line_jobs(broker, admin, pulsar_client, tmp_path_factory: pytest.TempP
         workdir = tmp_path_factory.mktemp(f"compat-{version}")
         writes = write_spec(broker, admin, pulsar_client, namespace, version, unique, workdir)
         env = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
-        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PYTHONPATH=str(ROOT))
+        env.update(PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python), PYTHONPATH=str(ROOT), **spark_jvm_env(python))
         job = subprocess.Popen([str(python), str(Path(__file__).parent / "compat_job.py"), broker.service_url,
                                 broker.admin_url, topic, an_topic, progress_topic, catch_up_topic, str(workdir), str(len(sent)), str(len(an_sent)),
                                 str(ROOT / "notebooks" / "quickstart.ipynb"), json.dumps(writes["spec"])],

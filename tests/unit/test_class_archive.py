@@ -28,6 +28,8 @@ def test_the_archive_is_keyed_by_the_jar_set_and_the_java_binary(tmp_path):
     other_java.write_text("#!/bin/sh\n# another build\n")
     assert class_archive.archive_path(tmp_path / "cache", lib, str(other_java)) != class_archive.archive_path(
         tmp_path / "cache", lib, str(java))
+    spark = class_archive.archive_path(tmp_path / "cache", lib, str(java), kind="spark")  # the suite's Spark JVMs'
+    assert spark.parent == first.parent and spark.name.startswith("spark-") and first.name.startswith("broker-")
 
 
 def test_a_start_uses_the_archive_only_once_it_exists(tmp_path):

@@ -1,0 +1,101 @@
+"""The JVM options of every Spark application the suite starts, and a class-data-sharing archive (Java's AppCDS)
+per PySpark installation that makes each of their starts cheaper: the suite is CPU-bound on 2 cores and starts
+dozens of Spark JVMs (each worker's session, spark-submit jobs, notebook kernels, the compat lines' jobs, the
+standalone cluster's, Spark Connect's). Measured on the test machine: a short local application's JVM took 10 s
+of CPU and 9.5 s to run, 5 s and 5 s with the archive.
+
+Both reach every driver through SPARK_SUBMIT_OPTS (spark-submit adds it to a client-mode driver's JVM, pyspark's
+gateway included) and the standalone cluster's daemons through SPARK_DAEMON_JAVA_OPTS; executors get C1 from the
+driver's conf (spark.executor.defaultJavaOptions as a system property). Not through a spark-defaults.conf: Spark
+puts its conf directory on the JVM's class path before its jars, and Java 17 neither writes nor maps an archive
+whose class path has a non-empty directory before the last one it loaded from.
+
+An archive is made once per machine, PySpark jar set and Java (under ~/.cache, as the broker's), by
+spark_archive_workload.py run with -XX:ArchiveClassesAtExit; `make test` makes them before the tests (the main venv's
+PySpark, the compat lines', the release test's). A JVM whose class path does not match its archive, or that finds
+none, starts as without it, silently (CDS logging off). Run directly: python tests/spark_class_archive.py
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pulsar_throttled_source.local_broker import class_archive
+
+HERE = Path(__file__).parent
+CACHE = Path.home() / ".cache" / "pulsar-throttled-source"  # the compat venvs' and the broker jars' too
+C1 = "-XX:TieredStopAtLevel=1"  # as every broker of the suite (conftest.TEST_BROKER_JVM): C2's compiles cost more than they win back
+QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"  # a mismatched archive would say so on the driver's stdout
+
+
+def pyspark_dir(python: Path) -> Path:
+    """The pyspark package directory (pip's SPARK_HOME) that `python` imports."""
+    out = subprocess.run([str(python), "-c", "import os, pyspark; print(os.path.dirname(pyspark.__file__))"],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    return Path(out.strip())
+
+
+def spark_java() -> str:
+    """The java Spark's launcher runs (bin/spark-class: JAVA_HOME's, else the one on PATH)."""
+    home = os.environ.get("JAVA_HOME")
+    return os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java")
+
+
+def archive_for(spark_home: Path) -> Path:
+    return class_archive.archive_path(CACHE, spark_home / "jars", spark_java(), kind="spark")
+
+
+def driver_options(spark_home: Path) -> str:
+    """SPARK_SUBMIT_OPTS for drivers of the PySpark in `spark_home`: C1, its archive if made, executors on C1."""
+    return " ".join([C1, *class_archive.use_flags(archive_for(spark_home)), QUIET,
+                     f"-Dspark.executor.defaultJavaOptions={C1}"])
+
+
+def daemon_options(spark_home: Path) -> str:
+    """SPARK_DAEMON_JAVA_OPTS for the standalone cluster's master and worker."""
+    return " ".join([C1, *class_archive.use_flags(archive_for(spark_home)), QUIET])
+
+
+def spark_env(python: Path, spark_home: Path | None = None) -> dict[str, str]:
+    """The variables that give a Spark application started with `python`'s PySpark the suite's JVM options."""
+    home = spark_home or pyspark_dir(python)
+    return {"SPARK_SUBMIT_OPTS": driver_options(home), "SPARK_DAEMON_JAVA_OPTS": daemon_options(home)}
+
+
+def make(python: Path, spark_home: Path | None = None) -> Path | None:
+    """The archive of `python`'s PySpark (or of `spark_home`'s jars run from `python`'s, the same version), made
+    unless it exists; None if Java wrote none."""
+    home = spark_home or pyspark_dir(python)
+    archive = archive_for(home)
+
+    def run_workload(options: list[str], workdir: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k not in ("SPARK_CONF_DIR", "VIRTUAL_ENV")}
+        env.update(SPARK_SUBMIT_OPTS=" ".join([C1, *options]), PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python),
+                   SPARK_HOME=str(home))
+        done = subprocess.run([str(python), str(HERE / "spark_archive_workload.py"), str(workdir)], env=env, cwd=workdir,
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"The class archive's workload failed on {python}:\n{done.stderr[-4000:]}")
+
+    class_archive.make(archive, run_workload)
+    return archive if archive.is_file() else None
+
+
+def main() -> None:
+    from compat_venvs import VERSIONS, compat_python
+    from release_venv import pyspark_only_venv
+
+    made = [(Path(sys.executable), None), *((compat_python(v), None) for v in VERSIONS),
+            (Path(sys.executable), pyspark_only_venv() / "pyspark")]  # the release test's PySpark, the same version
+    with ThreadPoolExecutor(2) as pool:  # two at once on 2 cores: each is mostly one JVM's start
+        for archive in pool.map(lambda args: make(*args), made):
+            print(archive)
+
+
+if __name__ == "__main__":
+    main()
