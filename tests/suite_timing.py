@@ -44,6 +44,13 @@ def longest_first(names: list[str], seconds: dict[str, float]) -> list[str]:
     return sorted(names, key=lambda name: -seconds.get(name, default))
 
 
+def merged_record(recorded: dict[str, float], measured: dict[str, float], present: set[str]) -> dict[str, float]:
+    """The record after a whole-suite run: this run's seconds per file, over the recorded ones of files still there
+    (a file removed, or merged into another, drops out)."""
+    record = {name: seconds for name, seconds in recorded.items() if name in present}
+    return record | {Path(path).name: round(seconds, 1) for path, seconds in measured.items()}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     order = longest_first(list(dict.fromkeys(item.path.name for item in items)), recorded_seconds())
     rank = {name: i for i, name in enumerate(order)}
@@ -70,7 +77,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if (hasattr(config, "workerinput") or not config.getoption("numprocesses", None)
             or len(_FILE_SECONDS) < WHOLE_SUITE_FILES or _narrowed(config)):
         return  # a worker (the controller records), or not a whole-suite run on workers (make test's)
-    record = recorded_seconds() | {Path(path).name: round(seconds, 1) for path, seconds in _FILE_SECONDS.items()}
+    present = {p.name for p in FILE_SECONDS_PATH.parent.rglob("test_*.py")}
+    record = merged_record(recorded_seconds(), _FILE_SECONDS, present)
     FILE_SECONDS_PATH.write_text(json.dumps(dict(sorted(record.items())), indent=1) + "\n")
 
 

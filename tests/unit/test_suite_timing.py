@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from suite_timing import longest_first, recorded_seconds
+from suite_timing import longest_first, merged_record, recorded_seconds
 
 
 def test_the_longest_recorded_files_come_first_and_a_new_one_at_the_median() -> None:
@@ -34,3 +34,10 @@ def test_every_test_file_has_a_basename_of_its_own() -> None:
     for path in tests.rglob("test_*.py"):
         names.setdefault(path.name, []).append(str(path.relative_to(tests)))
     assert not {n: p for n, p in names.items() if len(p) > 1}
+
+
+def test_a_whole_suite_run_replaces_the_seconds_it_measured_and_drops_files_no_longer_there() -> None:
+    recorded = {"test_a.py": 10.0, "test_b.py": 20.0, "test_merged_away.py": 90.0}
+    measured = {"tests/integration/test_a.py": 12.34, "tests/unit/test_new.py": 1.0}
+    assert merged_record(recorded, measured, {"test_a.py", "test_b.py", "test_new.py"}) == \
+        {"test_a.py": 12.3, "test_b.py": 20.0, "test_new.py": 1.0}
