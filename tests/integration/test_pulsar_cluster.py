@@ -5,7 +5,7 @@ proxy (service.url and admin.url both on it). Then the cluster's failures: bundl
 killed with SIGKILL while a backlog is read (every ledger has a second copy: ensembles of 2 on 3 bookies), a bundle
 split while a pattern query reads, and an admin.url naming several hosts whose first is a killed broker; what was
 killed is restarted for the tests after. Exact payload sets, every quota window within its quota.
-One file, so one cluster start: the session fixture is per xdist worker, and the workers take whole files."""
+One file, so one cluster start: the fixture is the module's, stopped when the file is done."""
 
 from __future__ import annotations
 
