@@ -11,9 +11,10 @@ puts its conf directory on the JVM's class path before its jars, and Java 17 nei
 whose class path has a non-empty directory before the last one it loaded from.
 
 An archive is made once per machine, PySpark jar set and Java (under ~/.cache, as the broker's), by
-spark_archive_workload.py run with -XX:ArchiveClassesAtExit; `make test` makes them before the tests (the main venv's
-PySpark, the compat lines', the release test's). A JVM whose class path does not match its archive, or that finds
-none, starts as without it, silently (CDS logging off). Run directly: python tests/spark_class_archive.py
+spark_archive_workload.py run with -XX:ArchiveClassesAtExit, and removed once its jars are gone (a clean clone's
+venv); `make test` makes them before the tests (the main venv's PySpark, the compat lines', the release test's).
+A JVM whose class path does not match its archive, or that finds none, starts as without it, silently (CDS
+logging off); a failure to make one is said and the run goes on. Run directly: python tests/spark_class_archive.py
 """
 
 from __future__ import annotations
@@ -82,18 +83,40 @@ def make(python: Path, spark_home: Path | None = None) -> Path | None:
         if done.returncode != 0:
             raise RuntimeError(f"The class archive's workload failed on {python}:\n{done.stderr[-4000:]}")
 
-    class_archive.make(archive, run_workload)
+    if class_archive.make(archive, run_workload):
+        archive.with_suffix(".jars").write_text(str(home / "jars"))  # whose it is, for prune_orphans
     return archive if archive.is_file() else None
+
+
+def prune_orphans(cache: Path = CACHE) -> list[Path]:
+    """Remove the archives of jar directories that are gone (a clean clone's venv, deleted after its run): each
+    is ~150 MB and keyed by its jars' path, so no other venv maps it."""
+    removed = []
+    for owner in (cache / "class-archive").glob("spark-*.jars"):
+        if not Path(owner.read_text()).is_dir():
+            owner.with_suffix(".jsa").unlink(missing_ok=True)
+            owner.unlink()
+            removed.append(owner.with_suffix(".jsa"))
+    return removed
 
 
 def main() -> None:
     from compat_venvs import VERSIONS, compat_python
     from release_venv import pyspark_only_venv
 
+    for gone in prune_orphans():
+        print(f"Removed {gone} (its PySpark is gone)", file=sys.stderr)
     made = [(Path(sys.executable), None), *((compat_python(v), None) for v in VERSIONS),
             (Path(sys.executable), pyspark_only_venv() / "pyspark")]  # the release test's PySpark, the same version
+    def made_or_said(python: Path, spark_home: Path | None) -> Path | None:
+        try:
+            return make(python, spark_home)
+        except (OSError, RuntimeError, subprocess.SubprocessError) as e:  # only slower without it: say so, go on
+            print(f"No class archive for {spark_home or python}'s Spark (its JVMs start without one): {e}", file=sys.stderr)
+            return None
+
     with ThreadPoolExecutor(2) as pool:  # two at once on 2 cores: each is mostly one JVM's start
-        for archive in pool.map(lambda args: make(*args), made):
+        for archive in pool.map(lambda args: made_or_said(*args), made):
             print(archive)
 
 

@@ -61,3 +61,18 @@ def test_make_leaves_no_archive_when_the_jvm_wrote_none(tmp_path):
     archive = tmp_path / "broker-x.jsa"
     assert class_archive.make(archive, lambda options, data: None) is False
     assert not archive.exists()
+
+
+def test_the_suites_spark_archives_of_jar_directories_that_are_gone_are_removed(tmp_path):
+    from spark_class_archive import prune_orphans
+
+    archives = tmp_path / "class-archive"
+    archives.mkdir()
+    kept_jars, gone_jars = tmp_path / "venv-a" / "jars", tmp_path / "venv-b" / "jars"
+    kept_jars.mkdir(parents=True)
+    for name, jars in (("spark-kept", kept_jars), ("spark-gone", gone_jars)):
+        (archives / f"{name}.jsa").write_bytes(b"archive")
+        (archives / f"{name}.jars").write_text(str(jars))
+    (archives / "broker-x.jsa").write_bytes(b"the broker's: not ours to prune")
+    assert prune_orphans(tmp_path) == [archives / "spark-gone.jsa"]
+    assert sorted(p.name for p in archives.iterdir()) == ["broker-x.jsa", "spark-kept.jars", "spark-kept.jsa"]
