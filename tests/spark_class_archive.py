@@ -108,6 +108,7 @@ def main() -> None:
         print(f"Removed {gone} (its PySpark is gone)", file=sys.stderr)
     made = [(Path(sys.executable), None), *((compat_python(v), None) for v in VERSIONS),
             (Path(sys.executable), pyspark_only_venv() / "pyspark")]  # the release test's PySpark, the same version
+
     def made_or_said(python: Path, spark_home: Path | None) -> Path | None:
         try:
             return make(python, spark_home)
