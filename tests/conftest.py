@@ -28,10 +28,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # variables (tests/spark_class_archive.py): C1 only (a short application at load ~6 ran in 12-16 s instead of 24-34 s)
 # and the class-data archive of this PySpark's jars, which halves a driver JVM's start-up CPU. Applications that run
 # another PySpark (the compat lines', the release test's) set their own.
-import pyspark  # noqa: E402
+from importlib.util import find_spec  # noqa: E402
+
 from spark_class_archive import spark_env as spark_jvm_env  # noqa: E402
 
-os.environ.update(spark_jvm_env(Path(sys.executable), Path(pyspark.__file__).parent))
+_pyspark = find_spec("pyspark")  # where it is, without importing it into every run (unit runs too)
+assert _pyspark is not None and _pyspark.origin is not None, "PySpark is not installed in this venv"
+os.environ.update(spark_jvm_env(Path(sys.executable), Path(_pyspark.origin).parent))
 os.environ.pop("SPARK_CONF_DIR", None)  # a developer's own Spark conf stays out (and its directory would void the archive)
 
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402

@@ -51,21 +51,12 @@ def archive_for(spark_home: Path) -> Path:
     return class_archive.archive_path(CACHE, spark_home / "jars", spark_java(), kind="spark")
 
 
-def driver_options(spark_home: Path) -> str:
-    """SPARK_SUBMIT_OPTS for drivers of the PySpark in `spark_home`: C1, its archive if made, executors on C1."""
-    return " ".join([C1, *class_archive.use_flags(archive_for(spark_home)), QUIET,
-                     f"-Dspark.executor.defaultJavaOptions={C1}"])
-
-
-def daemon_options(spark_home: Path) -> str:
-    """SPARK_DAEMON_JAVA_OPTS for the standalone cluster's master and worker."""
-    return " ".join([C1, *class_archive.use_flags(archive_for(spark_home)), QUIET])
-
-
 def spark_env(python: Path, spark_home: Path | None = None) -> dict[str, str]:
-    """The variables that give a Spark application started with `python`'s PySpark the suite's JVM options."""
-    home = spark_home or pyspark_dir(python)
-    return {"SPARK_SUBMIT_OPTS": driver_options(home), "SPARK_DAEMON_JAVA_OPTS": daemon_options(home)}
+    """The variables that give a Spark application started with `python`'s PySpark the suite's JVM options: C1 and
+    its archive if made, for drivers (SPARK_SUBMIT_OPTS, executors on C1 through their conf) and for the standalone
+    cluster's master and worker (SPARK_DAEMON_JAVA_OPTS)."""
+    jvm = " ".join([C1, *class_archive.use_flags(archive_for(spark_home or pyspark_dir(python))), QUIET])
+    return {"SPARK_SUBMIT_OPTS": f"{jvm} -Dspark.executor.defaultJavaOptions={C1}", "SPARK_DAEMON_JAVA_OPTS": jvm}
 
 
 def make(python: Path, spark_home: Path | None = None) -> Path | None:
