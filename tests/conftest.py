@@ -24,17 +24,19 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     tempfile.tempdir = os.environ["TMPDIR"] = tempfile.mkdtemp(prefix=f"pulsar-throttled-{os.environ['PYTEST_XDIST_WORKER']}-")
     atexit.register(shutil.rmtree, tempfile.tempdir, True)
 
-# Every Spark application of the suite, the session SparkSession below too, inherits its JVM options from these
-# variables (tests/spark_class_archive.py): C1 only (a short application at load ~6 ran in 12-16 s instead of 24-34 s)
-# and the class-data archive of this PySpark's jars, which halves a driver JVM's start-up CPU. Applications that run
-# another PySpark (the compat lines', the release test's) set their own.
+# Every Spark application of the suite, the session SparkSession below too, inherits its Spark home and JVM options
+# from these variables (tests/spark_class_archive.py): the suite's copy of this PySpark's Spark home, whose Python
+# workers import PySpark compiled, not from its zip (tests/suite_spark_home.py), C1 only (a short application at
+# load ~6 ran in 12-16 s instead of 24-34 s) and the class-data archive of its jars, which halves a driver JVM's
+# start-up CPU. Applications that run another PySpark (the compat lines', the release test's) set their own.
 from importlib.util import find_spec  # noqa: E402
 
 from spark_class_archive import spark_env as spark_jvm_env  # noqa: E402
+from suite_spark_home import suite_spark_home  # noqa: E402
 
 _pyspark = find_spec("pyspark")  # where it is, without importing it into every run (unit runs too)
 assert _pyspark is not None and _pyspark.origin is not None, "PySpark is not installed in this venv"
-os.environ.update(spark_jvm_env(Path(sys.executable), Path(_pyspark.origin).parent))
+os.environ.update(spark_jvm_env(Path(sys.executable), suite_spark_home(Path(_pyspark.origin).parent)))
 os.environ.pop("SPARK_CONF_DIR", None)  # a developer's own Spark conf stays out (and its directory would void the archive)
 
 from pulsar_throttled_source.local_broker import LocalBroker  # noqa: E402

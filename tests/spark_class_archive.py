@@ -10,9 +10,11 @@ driver's conf (spark.executor.defaultJavaOptions as a system property). Not thro
 puts its conf directory on the JVM's class path before its jars, and Java 17 neither writes nor maps an archive
 whose class path has a non-empty directory before the last one it loaded from.
 
-An archive is made once per machine, PySpark jar set and Java (under ~/.cache, as the broker's), by
-spark_archive_workload.py run with -XX:ArchiveClassesAtExit, and removed once its jars are gone (a clean clone's
-venv); `make test` makes them before the tests (the main venv's PySpark, the compat lines', the release test's).
+An archive is made once per machine, Spark home and Java (under ~/.cache, as the broker's), by
+spark_archive_workload.py run with -XX:ArchiveClassesAtExit, and removed once its jars are gone; `make test` makes
+them before the tests (for the main venv's PySpark, the compat lines', the release test's). Each PySpark but the
+release test's runs from the suite's lasting copy of its Spark home (suite_spark_home.py), so a clean clone's new
+venv finds its archive made.
 A JVM whose class path does not match its archive, or that finds none, starts as without it, silently (CDS
 logging off); a failure to make one is said and the run goes on. Run directly: python tests/spark_class_archive.py
 """
@@ -25,6 +27,8 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from suite_spark_home import suite_spark_home
 
 from pulsar_throttled_source.local_broker import class_archive
 
@@ -51,18 +55,26 @@ def archive_for(spark_home: Path) -> Path:
     return class_archive.archive_path(CACHE, spark_home / "jars", spark_java(), kind="spark")
 
 
+def spark_home_of(python: Path, spark_home: Path | None = None) -> Path:
+    """`spark_home`, else the suite's copy of `python`'s PySpark's (suite_spark_home.py)."""
+    return spark_home or suite_spark_home(pyspark_dir(python))
+
+
 def spark_env(python: Path, spark_home: Path | None = None) -> dict[str, str]:
-    """The variables that give a Spark application started with `python`'s PySpark the suite's JVM options: C1 and
-    its archive if made, for drivers (SPARK_SUBMIT_OPTS, executors on C1 through their conf) and for the standalone
-    cluster's master and worker (SPARK_DAEMON_JAVA_OPTS)."""
-    jvm = " ".join([C1, *class_archive.use_flags(archive_for(spark_home or pyspark_dir(python))), QUIET])
-    return {"SPARK_SUBMIT_OPTS": f"{jvm} -Dspark.executor.defaultJavaOptions={C1}", "SPARK_DAEMON_JAVA_OPTS": jvm}
+    """The variables that give a Spark application started with `python`'s PySpark the suite's Spark home
+    (SPARK_HOME: `spark_home`, else the suite's copy of that PySpark's) and JVM options: C1 and the home's archive
+    if made, for drivers (SPARK_SUBMIT_OPTS, executors on C1 through their conf) and for the standalone cluster's
+    master and worker (SPARK_DAEMON_JAVA_OPTS)."""
+    home = spark_home_of(python, spark_home)
+    jvm = " ".join([C1, *class_archive.use_flags(archive_for(home)), QUIET])
+    return {"SPARK_HOME": str(home), "SPARK_SUBMIT_OPTS": f"{jvm} -Dspark.executor.defaultJavaOptions={C1}",
+            "SPARK_DAEMON_JAVA_OPTS": jvm}
 
 
 def make(python: Path, spark_home: Path | None = None) -> Path | None:
-    """The archive of `python`'s PySpark (or of `spark_home`'s jars run from `python`'s, the same version), made
-    unless it exists; None if Java wrote none."""
-    home = spark_home or pyspark_dir(python)
+    """The archive of the Spark home `python`'s PySpark runs from in the suite (spark_home_of), made unless it
+    exists; None if Java wrote none."""
+    home = spark_home_of(python, spark_home)
     archive = archive_for(home)
 
     def run_workload(options: list[str], workdir: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from pulsar_throttled_source.local_broker import class_archive
@@ -76,3 +78,27 @@ def test_the_suites_spark_archives_of_jar_directories_that_are_gone_are_removed(
     (archives / "broker-x.jsa").write_bytes(b"the broker's: not ours to prune")
     assert prune_orphans(tmp_path) == [archives / "spark-gone.jsa"]
     assert sorted(p.name for p in archives.iterdir()) == ["broker-x.jsa", "spark-kept.jars", "spark-kept.jsa"]
+
+
+def test_the_suites_spark_home_is_a_lasting_copy_of_a_pysparks_bin_sbin_and_jars_without_its_python_zip(tmp_path):
+    from suite_spark_home import suite_spark_home
+
+    pyspark = tmp_path / "venv" / "pyspark"
+    for name, body in (("jars/spark-core_2.13-4.3.0.jar", b"core"), ("jars/py4j.jar", b"p"), ("bin/spark-submit", b"#!"),
+                       ("sbin/spark-daemon.sh", b"#!"), ("python/lib/pyspark.zip", b"zip"), ("sql/__init__.py", b"")):
+        (pyspark / name).parent.mkdir(parents=True, exist_ok=True)
+        (pyspark / name).write_bytes(body)
+    cache = tmp_path / "cache"
+    home = suite_spark_home(pyspark, cache)
+    assert sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()) == [
+        "bin/spark-submit", "jars/py4j.jar", "jars/spark-core_2.13-4.3.0.jar", "sbin/spark-daemon.sh"]
+    assert (home / "jars" / "py4j.jar").stat().st_mtime_ns == (pyspark / "jars" / "py4j.jar").stat().st_mtime_ns
+    made = (home / "jars" / "py4j.jar").stat().st_mtime_ns
+    shutil.rmtree(tmp_path / "venv")  # a clean clone's venv, gone after its run: the copy and its file times stay
+    again = tmp_path / "clone" / "pyspark"
+    shutil.copytree(home, again)  # another venv of the same PySpark: the same jars, newer file times
+    os.utime(again / "jars" / "py4j.jar")
+    assert suite_spark_home(again, cache) == home and (home / "jars" / "py4j.jar").stat().st_mtime_ns == made
+    (again / "jars" / "spark-core_2.13-4.3.0.jar").write_bytes(b"another build")  # another jar set: another home
+    assert suite_spark_home(again, cache) != home
+    assert [p.name for p in cache.iterdir() if p.name.startswith(".")] == []  # no partial copy left
