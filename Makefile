@@ -19,8 +19,9 @@ export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native/src/*.c native/src/*.h)
 	$(PYTHON) -m venv $(VENV)
 	# uv installs the ~140 packages in ~13 s where pip took ~40 (every make test on a clean clone pays it).
-	# Offline first, from uv's cache: answered "modified" on revalidation by this machine's package registry, uv
-	# would rebuild PySpark's sdist (~17 s) every time; online when the cache lacks anything (a fresh machine).
+	# Offline first, from uv's cache (the newest versions it has seen): answered "modified" on revalidation by this
+	# machine's package registry, uv would rebuild PySpark's sdist (~17 s) every time; online when the cache lacks
+	# anything the project asks for (a fresh machine, a new dependency).
 	# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (this machine), a module not compiled at
 	# install is compiled again in every process (each Spark Python worker: ~0.5 s of CPU more).
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)

@@ -12,7 +12,9 @@ PySpark: its Python side comes from the venv as before, its JVM from the same ja
   its archive serves every clone with the same PySpark.
 
 Made by `make test` (tests/spark_class_archive.py) and, if missing, by conftest; a partial copy is never seen
-(made under a temporary name, then renamed)."""
+(made under a temporary name, then renamed). Not pruned: its hard links share a venv's files (and uv's cache's);
+once none does, it holds ~0.5 GB per PySpark version, and removing ~/.cache/pulsar-throttled-source/spark-home is
+safe (the next run makes it again)."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ PARTS = ("bin", "sbin", "jars")  # what Spark's launcher scripts and JVMs read f
 
 
 def _key(pyspark_dir: Path) -> str:
+    # Jar names carry Spark's version; names and sizes tell two PySpark installations apart without reading ~0.5 GB
     jars = sorted((p.name, p.stat().st_size) for p in (pyspark_dir / "jars").glob("*.jar"))
     return hashlib.sha256(repr(jars).encode()).hexdigest()[:16]
 
