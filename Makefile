@@ -16,6 +16,9 @@ export PULSAR_THROTTLED_RUN_ID := $(shell date +%s%N)
 
 .PHONY: demo test lint unit bench clean install native wheels dist docs
 
+UV_INSTALL = $(PY) -m uv pip install -q --python $(PY) --compile-bytecode -e '.[spark,test,bench,plots,docs]' \
+	--config-settings-package pulsar-throttled-source:editable_mode=compat
+
 $(STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native/src/*.c native/src/*.h)
 	$(PYTHON) -m venv $(VENV)
 	# uv installs the ~140 packages in ~13 s where pip took ~40 (every make test on a clean clone pays it).
@@ -26,10 +29,7 @@ $(STAMP): pyproject.toml native/pyproject.toml native/setup.py $(wildcard native
 	# install is compiled again in every process (each Spark Python worker: ~0.5 s of CPU more).
 	# compat mode puts the repo on sys.path, so PySpark finds pyspark_pulsar_throttled (auto-registration)
 	$(PY) -m pip install -q 'uv>=0.8'
-	$(PY) -m uv pip install -q --python $(PY) --offline --compile-bytecode -e '.[spark,test,bench,plots,docs]' \
-	    --config-settings-package pulsar-throttled-source:editable_mode=compat 2>/dev/null \
-	  || $(PY) -m uv pip install -q --python $(PY) --compile-bytecode -e '.[spark,test,bench,plots,docs]' \
-	    --config-settings-package pulsar-throttled-source:editable_mode=compat
+	$(UV_INSTALL) --offline 2>/dev/null || $(UV_INSTALL)
 	# The native read path (readPath=auto uses it), built here with the C compiler (gcc); optional for users.
 	# Without a working C compiler: one NOTICE, and everything runs on the Python path (tools/native_build.py).
 	$(PY) -m tools.native_build

@@ -92,8 +92,8 @@ def make(python: Path, spark_home: Path | None = None) -> Path | None:
 
 
 def prune_orphans(cache: Path = CACHE) -> list[Path]:
-    """Remove the archives of jar directories that are gone (a clean clone's venv, deleted after its run): each
-    is ~150 MB and keyed by its jars' path, so no other venv maps it."""
+    """Remove the archives of jar directories that are gone (a removed Spark home copy or venv): each is ~150 MB
+    and keyed by its jars' path, so nothing else maps it."""
     removed = []
     for owner in (cache / "class-archive").glob("spark-*.jars"):
         if not Path(owner.read_text()).is_dir():
